@@ -1,0 +1,56 @@
+"""Small argument checks shared by layers and models (errors a user can act on)."""
+
+from __future__ import annotations
+
+import numbers
+
+import jax.numpy as jnp
+import numpy as np
+
+
+def check_int(name: str, value, *, minimum: int | None = None) -> int:
+    """`value` as an `int`, raising `TypeError`/`ValueError` naming `name` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def check_even(name: str, value: int) -> int:
+    """A phase-space dimension `2n`: a positive even integer."""
+    value = check_int(name, value, minimum=2)
+    if value % 2:
+        raise ValueError(
+            f"{name} must be even (a canonical phase space z = (q, p) has dimension 2n), "
+            f"got {value}"
+        )
+    return value
+
+
+def float_dtype(dtype) -> np.dtype:
+    """Resolve a parameter dtype: `None` means JAX's default float (float64 under x64)."""
+    if dtype is None:
+        return jnp.zeros((), dtype=float).dtype
+    dtype = np.dtype(dtype)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(f"dtype must be a floating dtype, got {dtype}")
+    return dtype
+
+
+def check_floating(name: str, x) -> None:
+    """Raise `TypeError` unless the array `x` has a floating dtype."""
+    dtype = jnp.result_type(x)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(f"{name} must have a floating dtype, got {dtype}")
+
+
+def check_last_dim(name: str, x, dim: int, *, ndim: tuple[int, ...]) -> None:
+    """Shape check for a layer input: `x.ndim in ndim` and `x.shape[-1] == dim`."""
+    shape = jnp.shape(x)
+    if len(shape) not in ndim:
+        expected = " or ".join(f"{n}-d" for n in ndim)
+        raise ValueError(f"{name} expects a {expected} input, got shape {shape}")
+    if shape[-1] != dim:
+        raise ValueError(f"{name} expects last dimension {dim}, got shape {shape}")

@@ -1,0 +1,150 @@
+r"""Measuring structure: the canonical symplectic form, Jacobians and residuals.
+
+A map $f$ of phase space $\mathbb{R}^{2n}$ is **symplectic** when its Jacobian
+$M = \partial f/\partial z$ satisfies $M^\top \mathbb{J} M = \mathbb{J}$ with the canonical
+form
+
+$$\mathbb{J} = \begin{pmatrix} 0 & I_n \\ -I_n & 0 \end{pmatrix},
+\qquad z = (q, p)\ \text{(q first)}.$$
+
+It is **volume-preserving** when $|\det M| = 1$. Symplectic maps preserve volume,
+but not conversely.
+
+Maps of windows $Z \in \mathbb{R}^{T \times 2n}$ (row $t$ the state at time $t$) are
+judged in the product-space sense: $M$ is the Jacobian on the flattened (row-major)
+window, and the form is $\Omega = I_T \otimes \mathbb{J}$, i.e. every row carries its own
+canonical form. A map that applies one symplectic map to each row is symplectic in this
+sense; a map that mixes rows usually is not.
+
+The residuals below return a scalar that is zero exactly when the structure holds and
+grows with its violation; in float64 a structure-preserving network gives about
+$10^{-15}$ to $10^{-13}$, an unconstrained one $10^{-2}$ or more.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._typing import Array, Float, Scalar, State
+from ._validation import check_int, float_dtype
+
+__all__ = ["symplectic_matrix", "jacobian", "symplecticity_residual", "volume_residual"]
+
+
+def _symplectic_matrix_np(n: int) -> np.ndarray:
+    eye = np.eye(n)
+    zero = np.zeros((n, n))
+    return np.block([[zero, eye], [-eye, zero]])
+
+
+def symplectic_matrix(n: int, dtype=None) -> Float[Array, "2n 2n"]:
+    r"""The canonical symplectic matrix $\mathbb{J} = \begin{pmatrix} 0 & I_n \\ -I_n & 0\end{pmatrix}$.
+
+    **Arguments:**
+
+    - `n`: the number of degrees of freedom (the phase space has dimension `2n`), `n ≥ 1`.
+    - `dtype`: a floating dtype; `None` means JAX's default float.
+
+    **Returns:** the `(2n, 2n)` matrix, with $\mathbb{J}^\top = -\mathbb{J} = \mathbb{J}^{-1}$.
+
+    ```python
+    >>> symplectic_matrix(1)
+    Array([[ 0.,  1.],
+           [-1.,  0.]], dtype=float32)
+    ```
+    """
+    n = check_int("n", n, minimum=1)
+    return jnp.asarray(_symplectic_matrix_np(n), dtype=float_dtype(dtype))
+
+
+def _check_state(x) -> tuple[int, ...]:
+    shape = jnp.shape(x)
+    if len(shape) not in (1, 2):
+        raise ValueError(
+            f"expected a point of shape (d,) or a window of shape (T, d), got shape {shape}"
+        )
+    if not jnp.issubdtype(jnp.result_type(x), jnp.floating):
+        raise TypeError(f"expected a floating-point input, got dtype {jnp.result_type(x)}")
+    return shape
+
+
+def jacobian(f: Callable[[State], State], x: State) -> Float[Array, "N N"]:
+    r"""The Jacobian of `f` at `x` as a square matrix on the flattened input.
+
+    `x` is a point `(d,)` or a window `(T, d)`; `f` must return an array of the same size.
+    The window is flattened row-major, so entry `(i·d + a, j·d + b)` is
+    $\partial f(x)_{i a} / \partial x_{j b}$. Computed with `jax.jacfwd` (forward mode:
+    the matrices here are square and small).
+
+    **Arguments:**
+
+    - `f`: a map from arrays of `x`'s shape to arrays with as many entries.
+    - `x`: the point of evaluation.
+
+    **Returns:** the `(N, N)` Jacobian, `N = x.size`.
+    """
+    shape = _check_state(x)
+    x = jnp.asarray(x)
+    size = int(np.prod(shape))
+
+    def flat(v):
+        out = jnp.asarray(f(v.reshape(shape)))
+        if out.size != size:
+            raise ValueError(
+                f"f must map an input of shape {shape} to an output with {size} entries, "
+                f"got an output of shape {out.shape}"
+            )
+        return out.reshape(size)
+
+    return jax.jacfwd(flat)(x.reshape(size))
+
+
+def symplecticity_residual(f: Callable[[State], State], x: State) -> Scalar:
+    r"""Relative violation of symplecticity, $\|M^\top \Omega M - \Omega\|_F / \|\Omega\|_F$.
+
+    $M$ is `jacobian(f, x)`; $\Omega = \mathbb{J}$ for a point `(2n,)` and
+    $\Omega = I_T \otimes \mathbb{J}$ for a window `(T, 2n)` (the product-space form).
+    Since $\|\Omega\|_F = \sqrt{2nT}$, a map applied row by row to a window has the same
+    residual as the row map itself.
+
+    **Arguments:**
+
+    - `f`: the map to test.
+    - `x`: a point `(2n,)` or a window `(T, 2n)` at which to test it.
+
+    **Returns:** a non-negative scalar in `x`'s dtype; `0` for an exactly symplectic map.
+
+    **Raises:** `ValueError` when the last dimension is odd (there is no canonical form).
+    """
+    shape = _check_state(x)
+    d = shape[-1]
+    if d % 2:
+        raise ValueError(
+            f"symplecticity needs an even last dimension 2n (z = (q, p)), got shape {shape}"
+        )
+    T = shape[0] if len(shape) == 2 else 1
+    M = jacobian(f, x)
+    omega_np = np.kron(np.eye(T), _symplectic_matrix_np(d // 2))
+    omega = jnp.asarray(omega_np, dtype=M.dtype)
+    diff = M.T @ omega @ M - omega
+    return jnp.linalg.norm(diff) / jnp.asarray(np.linalg.norm(omega_np), dtype=M.dtype)
+
+
+def volume_residual(f: Callable[[State], State], x: State) -> Scalar:
+    r"""Violation of volume preservation, $\big|\,|\det M| - 1\,\big|$.
+
+    Computed from `slogdet` as $|\exp(\log|\det M|) - 1|$ via `expm1`, which stays
+    accurate near `det = ±1` and does not overflow for large Jacobians. `x` is a point
+    `(d,)` (any `d`, odd included) or a window `(T, d)`.
+
+    **Returns:** a non-negative scalar in `x`'s dtype; `0` for an exactly volume-preserving
+    map (orientation-reversing maps with $\det M = -1$ also give `0`).
+    """
+    _check_state(x)
+    M = jacobian(f, x)
+    _, logabsdet = jnp.linalg.slogdet(M)
+    return jnp.abs(jnp.expm1(logabsdet))

@@ -1,0 +1,53 @@
+"""Shared test configuration.
+
+- x64 is on, so structure tests can run in float64; float32 tests ask for float32.
+- Strict dtype promotion and rank-promotion errors: an accidental float32/float64 mix or
+  an implicit broadcast in library code fails the suite.
+- `key` hands out fresh PRNG keys; `tol` gives per-dtype tolerances.
+"""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+FLOAT_DTYPES = [jnp.float32, jnp.float64]
+
+# Structure residuals (symplecticity, volume) and generic closeness, by dtype.
+TOLERANCES = {
+    np.dtype(np.float64): {"structure": 1e-12, "close": 1e-12},
+    np.dtype(np.float32): {"structure": 1e-5, "close": 1e-5},
+}
+
+
+@pytest.fixture
+def key():
+    """A factory of fresh, distinct PRNG keys: `key()` returns a new one each call."""
+    counter = itertools.count()
+    base = jax.random.PRNGKey(20261129)
+
+    def make():
+        return jax.random.fold_in(base, next(counter))
+
+    return make
+
+
+@pytest.fixture
+def tol():
+    """`tol(dtype, kind="close")` → the tolerance for that dtype."""
+
+    def get(dtype, kind="close"):
+        return TOLERANCES[np.dtype(dtype)][kind]
+
+    return get
+
+
+@pytest.fixture(params=FLOAT_DTYPES, ids=["float32", "float64"])
+def dtype(request):
+    return request.param
