@@ -5,8 +5,14 @@ their parameters, the tools to measure that (`geomlearn.geometry`), and what is 
 around them to learn integrators from phase-space trajectories.
 """
 
-from . import geometry, layers, models
-from .layers import PositionalEncoding, positional_encoding
+from . import data, datasets, evaluation, geometry, integrators, io, layers, models, rollout, systems, training
+from .data import *  # noqa: F403
+from .evaluation import *  # noqa: F403
+from .io import *  # noqa: F403
+from .layers import *  # noqa: F403
+from .models import *  # noqa: F403
+from .rollout import *  # noqa: F403
+from .training import *  # noqa: F403
 
 __version__ = "0.1.0"
 
@@ -14,6 +20,14 @@ __all__ = [
     "geometry",
     "layers",
     "models",
-    "PositionalEncoding",
-    "positional_encoding",
+    "systems",
+    "integrators",
+    "datasets",
+    *layers.__all__,
+    *models.__all__,
+    *data.__all__,
+    *training.__all__,
+    *rollout.__all__,
+    *evaluation.__all__,
+    *io.__all__,
 ]

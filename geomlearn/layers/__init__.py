@@ -1,5 +1,18 @@
 """Layers: single-sample `eqx.Module`s that preserve (or deliberately do not preserve) structure."""
 
-from .positional import PositionalEncoding, positional_encoding
+from . import attention, henon, positional, resnet, sympnet, volume_preserving
+from .attention import *  # noqa: F403
+from .henon import *  # noqa: F403
+from .positional import *  # noqa: F403
+from .resnet import *  # noqa: F403
+from .sympnet import *  # noqa: F403
+from .volume_preserving import *  # noqa: F403
 
-__all__ = ["PositionalEncoding", "positional_encoding"]
+__all__ = [
+    *positional.__all__,
+    *sympnet.__all__,
+    *henon.__all__,
+    *resnet.__all__,
+    *volume_preserving.__all__,
+    *attention.__all__,
+]
