@@ -1,3 +1,412 @@
-"""(being written)"""
+r"""SympNet layers: symplectic shears of phase space (Jin et al., 2020).
 
-__all__: list[str] = []
+Every layer here is a **shear**: it changes one half of $z = (q, p)$ by a function of
+the other half,
+
+$$\text{Q-layer: } (q, p) \mapsto \big(q + h\,\nabla T(p),\; p\big), \qquad
+  \text{P-layer: } (q, p) \mapsto \big(q,\; p + h\,\nabla V(q)\big),$$
+
+with the increment the gradient of a scalar function. The Jacobian of a Q-layer is
+$\begin{pmatrix} I & h\,\nabla^2 T \\ 0 & I \end{pmatrix}$ and $\nabla^2 T$ is symmetric,
+so the layer is **symplectic for every parameter value and every step size $h$**, and
+its inverse is the same shear with $-h$. Compositions of such layers are the SympNets
+of Jin, Zhang, Zhu, Tang and Karniadakis, *SympNets: Intrinsic structure-preserving
+symplectic networks for identifying Hamiltonian systems*, Neural Networks 132 (2020).
+
+The three families differ in the scalar function:
+
+| layer | update of the changed half | parameters ($\dim = 2n$) |
+|---|---|---|
+| `GradientLayerQ/P` | $K^\top(a \odot \sigma(K x + b))$ | $w\,(n + 2)$ |
+| `ActivationLayerQ/P` | $a \odot \sigma(x)$ | $n$ |
+| `LinearLayerQ/P` | $S x$, $S = S^\top$ | $n(n+1)/2$ |
+
+($x$ is the unchanged half.) The **step size** `h` (Jin et al.'s *extended* SympNets
+for irregularly sampled data) multiplies the increment: `h=None` means no scaling
+(i.e. $h = 1$), and $h \to 0$ gives the identity. `h` is a scalar (a Python number or a
+0-d array; under `jax.vmap` one per sample).
+
+All layers act on **one point** of shape `(dim,)`; use `jax.vmap` for batches or for
+the rows of a window. A call returns the input's dtype: the parameters are cast to it.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from typing import Callable, ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._activations import resolve_activation
+from .._typing import Array, Float, PRNGKeyArray
+from .._validation import check_even, check_floating, check_int, check_last_dim, float_dtype
+
+__all__ = [
+    "AbstractSymplecticLayer",
+    "GradientLayerQ",
+    "GradientLayerP",
+    "ActivationLayerQ",
+    "ActivationLayerP",
+    "LinearLayerQ",
+    "LinearLayerP",
+]
+
+# Scale of the "output" parameters at initialisation (the vector `a` of gradient and
+# activation layers, the symmetric matrix of linear layers): a freshly built layer is a
+# small perturbation of the identity, as a one-step map z_t -> z_{t+1} should be.
+_OUTPUT_INIT_SCALE = 0.1
+
+
+# ---------------------------------------------------------------------------------------
+# Small helpers shared by the symplectic layers and models (also imported by henon.py,
+# resnet.py and the models).
+
+
+def _check_point(name: str, z, dim: int) -> None:
+    """A single phase-space point of shape `(dim,)` with a floating dtype."""
+    check_floating(f"{name} input", z)
+    check_last_dim(name, z, dim, ndim=(1,))
+
+
+def _step_size(h, dtype) -> jax.Array | None:
+    """`h` as a 0-d array of `dtype`, or `None` (no scaling)."""
+    if h is None:
+        return None
+    shape = jnp.shape(h)
+    if shape != ():
+        raise ValueError(
+            f"the step size h must be a scalar (one per sample; use jax.vmap for a batch), "
+            f"got shape {shape}"
+        )
+    h = jnp.asarray(h)
+    if not (jnp.issubdtype(h.dtype, jnp.floating) or jnp.issubdtype(h.dtype, jnp.integer)):
+        raise TypeError(f"the step size h must be a real number, got dtype {h.dtype}")
+    return h.astype(dtype)
+
+
+def _scale(increment: jax.Array, h: jax.Array | None) -> jax.Array:
+    return increment if h is None else h * increment
+
+
+def _glorot_normal(key, shape: tuple[int, int], dtype) -> jax.Array:
+    """Glorot (Xavier) normal: std = sqrt(2 / (fan_in + fan_out))."""
+    std = math.sqrt(2.0 / (shape[0] + shape[1]))
+    return std * jax.random.normal(key, shape, dtype)
+
+
+def _symmetric_index(n: int) -> np.ndarray:
+    """`(n, n)` integer table: entry (i, j) is the position of (min(i,j), max(i,j)) in the
+    row-major upper triangle, i.e. in `np.triu_indices(n)` order."""
+    index = np.zeros((n, n), dtype=np.int32)
+    rows, cols = np.triu_indices(n)
+    index[rows, cols] = np.arange(rows.size)
+    index[cols, rows] = np.arange(rows.size)
+    return index
+
+
+# ---------------------------------------------------------------------------------------
+
+
+class AbstractSymplecticLayer(eqx.Module):
+    r"""A map of phase space $\mathbb{R}^{\dim}$ that is symplectic for every parameter
+    value and every step size `h`, with a closed-form inverse.
+
+    Concrete layers implement `__call__(z, h=None)` and `inverse(z, h=None)`, with
+    `inverse(layer(z, h), h) == z` for every `z` and `h`.
+    """
+
+    dim: eqx.AbstractVar[int]
+
+    @abc.abstractmethod
+    def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
+        raise NotImplementedError
+
+
+class _AbstractShear(AbstractSymplecticLayer):
+    """A Q- or P-shear `(q, p) -> (q + h f(p), p)` or `(q, p + h f(q))`.
+
+    Subclasses define `_increment(x)` (the gradient of a scalar function of the unchanged
+    half `x`, computed in `x`'s dtype) and the class variable `_changes_q`.
+    """
+
+    _changes_q: ClassVar[bool]
+
+    @abc.abstractmethod
+    def _increment(self, x: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+    def _apply(self, z, h, sign: int):
+        _check_point(type(self).__name__, z, self.dim)
+        n = self.dim // 2
+        h = _step_size(h, z.dtype)
+        q, p = z[:n], z[n:]
+        if self._changes_q:
+            dq = _scale(self._increment(p), h)
+            return jnp.concatenate([q + dq if sign > 0 else q - dq, p])
+        dp = _scale(self._increment(q), h)
+        return jnp.concatenate([q, p + dp if sign > 0 else p - dp])
+
+    def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
+        """Apply the shear to one point `z` of shape `(dim,)`; `h` scales the increment."""
+        return self._apply(z, h, +1)
+
+    def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
+        """The exact inverse: the same shear with the increment subtracted."""
+        return self._apply(z, h, -1)
+
+
+# ---------------------------------------------------------------------------------------
+# Gradient layers
+
+
+class _AbstractGradientLayer(_AbstractShear):
+    K: Float[Array, "width n"]
+    a: Float[Array, " width"]
+    b: Float[Array, " width"]
+    dim: int = eqx.field(static=True)
+    width: int = eqx.field(static=True)
+    activation: Callable | str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        dim: int,
+        width: int,
+        activation: Callable | str = jnp.tanh,
+        *,
+        key: PRNGKeyArray,
+        dtype=None,
+    ):
+        self.dim = check_even("dim", dim)
+        self.width = check_int("width", width, minimum=1)
+        resolve_activation(activation)  # validate now, store the original argument
+        self.activation = activation
+        dtype = float_dtype(dtype)
+        n = self.dim // 2
+        k_key, a_key = jax.random.split(key)
+        self.K = _glorot_normal(k_key, (self.width, n), dtype)
+        self.a = (_OUTPUT_INIT_SCALE / math.sqrt(self.width)) * jax.random.normal(
+            a_key, (self.width,), dtype
+        )
+        self.b = jnp.zeros((self.width,), dtype)
+
+    def _increment(self, x):
+        dtype = x.dtype
+        sigma = resolve_activation(self.activation)
+        K = self.K.astype(dtype)
+        pre = K @ x + self.b.astype(dtype)
+        return K.T @ (self.a.astype(dtype) * sigma(pre))
+
+
+class GradientLayerQ(_AbstractGradientLayer):
+    r"""Gradient Q-layer: $q \leftarrow q + h\,K^\top\big(a \odot \sigma(K p + b)\big)$, $p$ unchanged.
+
+    The increment is the gradient of $T(p) = \sum_i a_i\,\Sigma\big((Kp + b)_i\big)$ with
+    $\Sigma' = \sigma$, so the Jacobian block $h\,K^\top \operatorname{diag}(a \odot
+    \sigma'(Kp + b))\,K$ is symmetric and the layer is **symplectic for every parameter
+    value and every `h`**. It is the "gradient module" ("up" mode) of Jin et al.,
+    *SympNets*, Neural Networks 132 (2020). GeometricMachineLearning.jl calls
+    `2·width` the *upscaling dimension* of this layer.
+
+    **Parameters** (`dim = 2n`, `width = w`): $K \in \mathbb{R}^{w \times n}$,
+    $a, b \in \mathbb{R}^{w}$ — in total $w\,(n + 2)$.
+
+    **Initialisation:** $K$ Glorot normal (std $\sqrt{2/(n + w)}$), $a \sim
+    \mathcal{N}(0, 0.1^2/w)$, $b = 0$: a small perturbation of the identity.
+
+    **Arguments:**
+
+    - `dim`: the phase-space dimension `2n` (even, ≥ 2; odd raises `ValueError`).
+    - `width`: the number of hidden units `w ≥ 1`.
+    - `activation`: a callable or a name (`"tanh"`, `"sigmoid"`, …); default `jnp.tanh`.
+    - `key`: a JAX PRNG key (keyword-only).
+    - `dtype`: the parameter dtype; `None` means JAX's default float.
+
+    **Call:** `layer(z, h=None)` with `z` of shape `(dim,)` and `h` an optional scalar step
+    (the increment is multiplied by `h`). Returns an array of `z`'s shape and dtype.
+    `layer.inverse(z, h=None)` is the exact inverse.
+
+    ```python
+    layer = GradientLayerQ(4, 8, key=jax.random.PRNGKey(0))
+    z = jnp.ones(4)
+    layer.inverse(layer(z, 0.1), 0.1)   # == z
+    ```
+    """
+
+    _changes_q: ClassVar[bool] = True
+
+
+class GradientLayerP(_AbstractGradientLayer):
+    r"""Gradient P-layer: $p \leftarrow p + h\,K^\top\big(a \odot \sigma(K q + b)\big)$, $q$ unchanged.
+
+    The mirror image of [`GradientLayerQ`][geomlearn.GradientLayerQ] (Jin et al.'s
+    "low" gradient module): the increment is the gradient of a scalar function of $q$,
+    so the layer is symplectic for every parameter value and every `h`.
+    GeometricMachineLearning.jl calls `2·width` its *upscaling dimension*.
+
+    **Parameters** (`dim = 2n`, `width = w`): $K \in \mathbb{R}^{w \times n}$,
+    $a, b \in \mathbb{R}^{w}$ — in total $w\,(n + 2)$. Initialised as for `GradientLayerQ`.
+
+    **Arguments:** as for [`GradientLayerQ`][geomlearn.GradientLayerQ].
+
+    **Call:** `layer(z, h=None)` and `layer.inverse(z, h=None)` on `z` of shape `(dim,)`.
+
+    ```python
+    layer = GradientLayerP(2, 16, "sigmoid", key=jax.random.PRNGKey(0))
+    layer(jnp.array([0.5, 0.0]))
+    ```
+    """
+
+    _changes_q: ClassVar[bool] = False
+
+
+# ---------------------------------------------------------------------------------------
+# Activation layers
+
+
+class _AbstractActivationLayer(_AbstractShear):
+    a: Float[Array, " n"]
+    dim: int = eqx.field(static=True)
+    activation: Callable | str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        dim: int,
+        activation: Callable | str = jnp.tanh,
+        *,
+        key: PRNGKeyArray,
+        dtype=None,
+    ):
+        self.dim = check_even("dim", dim)
+        resolve_activation(activation)
+        self.activation = activation
+        self.a = _OUTPUT_INIT_SCALE * jax.random.normal(key, (self.dim // 2,), float_dtype(dtype))
+
+    def _increment(self, x):
+        sigma = resolve_activation(self.activation)
+        return self.a.astype(x.dtype) * sigma(x)
+
+
+class ActivationLayerQ(_AbstractActivationLayer):
+    r"""Activation Q-layer: $q \leftarrow q + h\,a \odot \sigma(p)$, $p$ unchanged.
+
+    The increment is the gradient of $\sum_i a_i \Sigma(p_i)$ ($\Sigma' = \sigma$); its
+    Jacobian $h \operatorname{diag}(a \odot \sigma'(p))$ is diagonal, hence symmetric, so
+    the layer is symplectic for every parameter value and every `h`. It is the
+    "activation module" ("up" mode) of Jin et al., *SympNets*, Neural Networks 132 (2020).
+
+    **Parameters** (`dim = 2n`): $a \in \mathbb{R}^n$ — in total $n$.
+    Initialised $a \sim \mathcal{N}(0, 0.1^2)$.
+
+    **Arguments:**
+
+    - `dim`: the phase-space dimension `2n` (even; odd raises `ValueError`).
+    - `activation`: a callable or a name; default `jnp.tanh`.
+    - `key`: a JAX PRNG key (keyword-only).
+    - `dtype`: the parameter dtype; `None` means JAX's default float.
+
+    **Call:** `layer(z, h=None)` and `layer.inverse(z, h=None)` on `z` of shape `(dim,)`.
+
+    ```python
+    layer = ActivationLayerQ(2, key=jax.random.PRNGKey(0))
+    layer(jnp.array([0.0, 1.0]))
+    ```
+    """
+
+    _changes_q: ClassVar[bool] = True
+
+
+class ActivationLayerP(_AbstractActivationLayer):
+    r"""Activation P-layer: $p \leftarrow p + h\,a \odot \sigma(q)$, $q$ unchanged.
+
+    The mirror image of [`ActivationLayerQ`][geomlearn.ActivationLayerQ] (Jin et al.'s
+    "low" activation module); symplectic for every parameter value and every `h`.
+
+    **Parameters** (`dim = 2n`): $a \in \mathbb{R}^n$ — in total $n$.
+
+    **Arguments:** as for [`ActivationLayerQ`][geomlearn.ActivationLayerQ].
+
+    ```python
+    layer = ActivationLayerP(2, "sin", key=jax.random.PRNGKey(0))
+    layer.inverse(layer(jnp.array([1.0, 0.0])))
+    ```
+    """
+
+    _changes_q: ClassVar[bool] = False
+
+
+# ---------------------------------------------------------------------------------------
+# Linear layers
+
+
+class _AbstractLinearLayer(_AbstractShear):
+    S: Float[Array, " m"]
+    dim: int = eqx.field(static=True)
+
+    def __init__(self, dim: int, *, key: PRNGKeyArray, dtype=None):
+        self.dim = check_even("dim", dim)
+        n = self.dim // 2
+        std = _OUTPUT_INIT_SCALE / math.sqrt(n)
+        self.S = std * jax.random.normal(key, (n * (n + 1) // 2,), float_dtype(dtype))
+
+    def symmetric_matrix(self, dtype=None) -> Float[Array, "n n"]:
+        """The symmetric matrix $S$ built from the upper-triangle parameter vector."""
+        S = self.S[_symmetric_index(self.dim // 2)]  # a gather: exactly symmetric
+        return S if dtype is None else S.astype(dtype)
+
+    def _increment(self, x):
+        return self.symmetric_matrix(x.dtype) @ x
+
+
+class LinearLayerQ(_AbstractLinearLayer):
+    r"""Linear Q-layer: $q \leftarrow q + h\,S p$ with $S = S^\top$, $p$ unchanged.
+
+    The Jacobian $\begin{pmatrix} I & hS \\ 0 & I \end{pmatrix}$ is symplectic because $S$
+    is symmetric. $S$ is **built in every call** from an unconstrained vector of its
+    $n(n+1)/2$ upper-triangle entries (row-major, `np.triu_indices` order), so it is
+    exactly symmetric for every parameter value and gradients reach every entry.
+    A linear sublayer ("up" mode) of Jin et al., *SympNets*, Neural Networks 132 (2020).
+
+    **Parameters** (`dim = 2n`): the field `S` of shape $(n(n+1)/2,)$ — in total
+    $n(n+1)/2$. Initialised $\mathcal{N}(0, 0.1^2/n)$. The matrix itself is
+    `layer.symmetric_matrix()`.
+
+    **Arguments:**
+
+    - `dim`: the phase-space dimension `2n` (even; odd raises `ValueError`).
+    - `key`: a JAX PRNG key (keyword-only).
+    - `dtype`: the parameter dtype; `None` means JAX's default float.
+
+    **Call:** `layer(z, h=None)` and `layer.inverse(z, h=None)` on `z` of shape `(dim,)`.
+
+    ```python
+    layer = LinearLayerQ(4, key=jax.random.PRNGKey(0))
+    S = layer.symmetric_matrix()   # (2, 2), S == S.T
+    ```
+    """
+
+    _changes_q: ClassVar[bool] = True
+
+
+class LinearLayerP(_AbstractLinearLayer):
+    r"""Linear P-layer: $p \leftarrow p + h\,S q$ with $S = S^\top$, $q$ unchanged.
+
+    The mirror image of [`LinearLayerQ`][geomlearn.LinearLayerQ] (Jin et al.'s "low"
+    linear sublayer); $n(n+1)/2$ parameters.
+
+    **Arguments:** as for [`LinearLayerQ`][geomlearn.LinearLayerQ].
+
+    ```python
+    layer = LinearLayerP(2, key=jax.random.PRNGKey(0))
+    layer(jnp.array([1.0, 0.0]))   # (1, S·1)
+    ```
+    """
+
+    _changes_q: ClassVar[bool] = False
