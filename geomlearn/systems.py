@@ -1,3 +1,677 @@
-"""(being written)"""
+r"""Dynamical systems that generate the trajectories geomlearn learns from.
 
-__all__: list[str] = []
+Every system is a small immutable `eqx.Module` with
+
+- `dim`: the dimension of its state `z`;
+- `vector_field(z)`: the right-hand side of $\dot z = f(z)$ for **one** state `(dim,)`
+  (use `jax.vmap` for batches);
+- `hamiltonian(z)`: its energy, and `invariants`, a dict `name → callable(z) -> scalar`
+  of every conserved quantity it knows (`"energy"` always);
+- `default_initial_conditions()`: a documented array `(B, dim)` of starting states;
+- the class flags `canonical` (`z = (q, p)` with the canonical form
+  $\mathbb{J}$, so $f = \mathbb{J}\nabla H$) and `separable` ($H(q, p) = T(p) + V(q)$,
+  which explicit symplectic methods need; separable systems also expose `kinetic(p)` and
+  `potential(q)`).
+
+Canonical states are laid out **q first**: $z = (q_1, \dots, q_n, p_1, \dots, p_n)$.
+The rigid body is the one non-canonical system: its state is the body angular momentum
+$z \in \mathbb{R}^3$ and its flow preserves volume and the Casimir $|z|^2$.
+
+Parameters are plain Python floats (static fields): a system is a constant of the
+computation, not something trained. Methods return the dtype of their input.
+
+`SYSTEMS` maps the command-line names to the classes; every class is constructible with
+no arguments (its documented defaults).
+
+```python
+>>> import jax.numpy as jnp
+>>> from geomlearn.systems import Pendulum
+>>> pendulum = Pendulum()
+>>> pendulum.vector_field(jnp.array([1.0, 0.0]))   # (dq/dt, dp/dt) = (p, -sin q)
+Array([ 0.       , -0.84147096], dtype=float32)
+```
+
+New systems subclass `AbstractSeparableSystem` (implement `kinetic`, `potential`),
+`AbstractHamiltonianSystem` (implement `hamiltonian`) or `AbstractSystem`
+(implement `vector_field` and `hamiltonian`), set the class variables and add a
+`default_initial_conditions`.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import numbers
+from typing import Callable, ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._typing import Array, Float, Point, Scalar
+from ._validation import float_dtype
+
+__all__ = [
+    "AbstractSystem",
+    "AbstractHamiltonianSystem",
+    "AbstractSeparableSystem",
+    "HarmonicOscillator",
+    "Pendulum",
+    "DoublePendulum",
+    "CoupledHarmonicOscillator",
+    "HenonHeiles",
+    "Kepler",
+    "ThreeBody",
+    "RigidBody",
+    "SYSTEMS",
+]
+
+
+def _real(name: str, value, *, minimum: float | None = None, strict: bool = True) -> float:
+    """`value` as a finite Python float; `ValueError` unless `value > minimum` (or `>=`)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if minimum is not None:
+        if strict and value <= minimum:
+            raise ValueError(f"{name} must be > {minimum}, got {value}")
+        if not strict and value < minimum:
+            raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _positive(name: str, value) -> float:
+    return _real(name, value, minimum=0.0, strict=True)
+
+
+def _initial_conditions(rows, dtype) -> Float[Array, "B d"]:
+    return jnp.asarray(np.asarray(rows, dtype=np.float64), dtype=float_dtype(dtype))
+
+
+class AbstractSystem(eqx.Module):
+    r"""An autonomous system $\dot z = f(z)$ on $\mathbb{R}^{d}$ with known invariants.
+
+    Subclasses set the class variables `dim`, `canonical`, `separable` and `labels`
+    (names of the state components, for plots) and implement `vector_field`,
+    `hamiltonian` and `default_initial_conditions`.
+    """
+
+    dim: ClassVar[int]
+    canonical: ClassVar[bool] = False
+    separable: ClassVar[bool] = False
+    labels: ClassVar[tuple[str, ...]] = ()
+
+    @abc.abstractmethod
+    def vector_field(self, z: Point) -> Point:
+        """The time derivative $f(z)$ at one state `z` of shape `(dim,)`."""
+
+    @abc.abstractmethod
+    def hamiltonian(self, z: Point) -> Scalar:
+        """The energy at one state `z` of shape `(dim,)`."""
+
+    @abc.abstractmethod
+    def default_initial_conditions(self, dtype=None) -> Float[Array, "B d"]:
+        """A documented set of initial conditions, shape `(B, dim)`."""
+
+    @property
+    def invariants(self) -> dict[str, Callable[[Point], Scalar]]:
+        """Conserved quantities by name: `{"energy": self.hamiltonian}` (and more for
+        systems that have them). Each maps one state `(dim,)` to a scalar."""
+        return {"energy": self.hamiltonian}
+
+    def _check_point(self, z, *, size: int | None = None, what: str = "state z"):
+        size = self.dim if size is None else size
+        z = jnp.asarray(z)
+        if z.shape != (size,):
+            raise ValueError(
+                f"{type(self).__name__}: expected a {what} of shape ({size},), got shape "
+                f"{z.shape} (methods act on one state; use jax.vmap for a batch)"
+            )
+        if not jnp.issubdtype(z.dtype, jnp.floating):
+            raise TypeError(
+                f"{type(self).__name__}: the {what} must have a floating dtype, got {z.dtype}"
+            )
+        return z
+
+
+class AbstractHamiltonianSystem(AbstractSystem):
+    r"""A canonical Hamiltonian system: $z = (q, p)$, $\dot z = \mathbb{J}\nabla H(z)$.
+
+    That is $\dot q = \partial H/\partial p$, $\dot p = -\partial H/\partial q$. The vector
+    field is computed from `hamiltonian` by automatic differentiation, so a subclass only
+    writes its energy.
+    """
+
+    canonical: ClassVar[bool] = True
+
+    def vector_field(self, z: Point) -> Point:
+        r"""$\mathbb{J}\nabla H(z) = (\partial_p H, -\partial_q H)$ at one state `(dim,)`."""
+        z = self._check_point(z)
+        n = self.dim // 2
+        grad = jax.grad(self.hamiltonian)(z)
+        return jnp.concatenate([grad[n:], -grad[:n]])
+
+
+class AbstractSeparableSystem(AbstractHamiltonianSystem):
+    r"""A separable canonical system, $H(q, p) = T(p) + V(q)$.
+
+    Explicit symplectic methods (symplectic Euler, Störmer–Verlet and its compositions)
+    need exactly the two gradients $\nabla T$ and $\nabla V$, given here by `grad_kinetic`
+    and `grad_potential`.
+    """
+
+    separable: ClassVar[bool] = True
+
+    @abc.abstractmethod
+    def kinetic(self, p: Float[Array, " n"]) -> Scalar:
+        """The kinetic energy $T(p)$ for momenta `p` of shape `(dim // 2,)`."""
+
+    @abc.abstractmethod
+    def potential(self, q: Float[Array, " n"]) -> Scalar:
+        """The potential energy $V(q)$ for positions `q` of shape `(dim // 2,)`."""
+
+    def hamiltonian(self, z: Point) -> Scalar:
+        """$H(z) = T(p) + V(q)$ at one state `z = (q, p)`."""
+        z = self._check_point(z)
+        n = self.dim // 2
+        return self.kinetic(z[n:]) + self.potential(z[:n])
+
+    def grad_kinetic(self, p: Float[Array, " n"]) -> Float[Array, " n"]:
+        r"""$\nabla T(p) = \dot q$."""
+        p = self._check_point(p, size=self.dim // 2, what="momentum p")
+        return jax.grad(self.kinetic)(p)
+
+    def grad_potential(self, q: Float[Array, " n"]) -> Float[Array, " n"]:
+        r"""$\nabla V(q) = -\dot p$."""
+        q = self._check_point(q, size=self.dim // 2, what="position q")
+        return jax.grad(self.potential)(q)
+
+    def vector_field(self, z: Point) -> Point:
+        r"""$(\nabla T(p), -\nabla V(q))$ at one state `z = (q, p)`."""
+        z = self._check_point(z)
+        n = self.dim // 2
+        return jnp.concatenate([self.grad_kinetic(z[n:]), -self.grad_potential(z[:n])])
+
+
+class HarmonicOscillator(AbstractSeparableSystem):
+    r"""The harmonic oscillator $H(q, p) = \dfrac{p^2}{2m} + \dfrac{k q^2}{2}$.
+
+    State `z = (q, p)`, `dim = 2`. The exact flow is a rotation in the scaled variables,
+    with frequency $\omega = \sqrt{k/m}$:
+    $q(t) = q_0\cos\omega t + \frac{p_0}{m\omega}\sin\omega t$,
+    $p(t) = p_0\cos\omega t - m\omega q_0\sin\omega t$.
+
+    **Arguments:**
+
+    - `m`: the mass, `> 0` (default `1.0`).
+    - `k`: the spring constant, `> 0` (default `1.0`).
+
+    **Default initial conditions:** `(q, p) = (1, 0)`, `(0, 1)`, `(0.5, -0.5)`.
+
+    ```python
+    >>> HarmonicOscillator().hamiltonian(jnp.array([1.0, 0.0]))
+    Array(0.5, dtype=float32)
+    ```
+    """
+
+    m: float = eqx.field(static=True)
+    k: float = eqx.field(static=True)
+
+    dim: ClassVar[int] = 2
+    labels: ClassVar[tuple[str, ...]] = ("q", "p")
+
+    def __init__(self, m: float = 1.0, k: float = 1.0):
+        self.m = _positive("m", m)
+        self.k = _positive("k", k)
+
+    def kinetic(self, p):
+        p = self._check_point(p, size=1, what="momentum p")
+        return jnp.sum(p * p) / (2.0 * self.m)
+
+    def potential(self, q):
+        q = self._check_point(q, size=1, what="position q")
+        return 0.5 * self.k * jnp.sum(q * q)
+
+    def default_initial_conditions(self, dtype=None):
+        return _initial_conditions([[1.0, 0.0], [0.0, 1.0], [0.5, -0.5]], dtype)
+
+
+class Pendulum(AbstractSeparableSystem):
+    r"""The mathematical pendulum $H(q, p) = \dfrac{p^2}{2 m l^2} - m g l \cos q$.
+
+    State `z = (q, p)`, `dim = 2`: `q` the angle from the downward vertical, `p` the
+    angular momentum. At the defaults $H = p^2/2 - \cos q$, the pendulum of the SympNets
+    paper (Jin et al., *SympNets: intrinsic structure-preserving symplectic networks for
+    identifying Hamiltonian systems*, Neural Networks 132, 2020).
+
+    **Arguments:**
+
+    - `m`: the mass, `> 0` (default `1.0`).
+    - `l`: the length, `> 0` (default `1.0`).
+    - `g`: the gravitational acceleration, `> 0` (default `1.0`).
+
+    **Default initial conditions:** `(q, p) = (1, 0)` (the SympNets trajectory),
+    `(2, 0)` (a large libration) and `(0, 1.5)`; all below the separatrix
+    $H = mgl$ at the defaults.
+
+    ```python
+    >>> Pendulum().potential(jnp.array([0.0]))
+    Array(-1., dtype=float32)
+    ```
+    """
+
+    m: float = eqx.field(static=True)
+    l: float = eqx.field(static=True)  # noqa: E741 (the issue's name)
+    g: float = eqx.field(static=True)
+
+    dim: ClassVar[int] = 2
+    labels: ClassVar[tuple[str, ...]] = ("q", "p")
+
+    def __init__(self, m: float = 1.0, l: float = 1.0, g: float = 1.0):  # noqa: E741
+        self.m = _positive("m", m)
+        self.l = _positive("l", l)
+        self.g = _positive("g", g)
+
+    def kinetic(self, p):
+        p = self._check_point(p, size=1, what="momentum p")
+        return jnp.sum(p * p) / (2.0 * self.m * self.l**2)
+
+    def potential(self, q):
+        q = self._check_point(q, size=1, what="position q")
+        return -self.m * self.g * self.l * jnp.sum(jnp.cos(q))
+
+    def default_initial_conditions(self, dtype=None):
+        return _initial_conditions([[1.0, 0.0], [2.0, 0.0], [0.0, 1.5]], dtype)
+
+
+class DoublePendulum(AbstractHamiltonianSystem):
+    r"""The planar double pendulum in canonical coordinates (not separable).
+
+    State `z = (θ1, θ2, p1, p2)`, `dim = 4`: the angles of the two rods from the downward
+    vertical and their conjugate momenta. With $\Delta = \theta_1 - \theta_2$,
+
+    $$H = \frac{m_2 l_2^2 p_1^2 + (m_1 + m_2) l_1^2 p_2^2 - 2 m_2 l_1 l_2 p_1 p_2 \cos\Delta}
+    {2 m_2 l_1^2 l_2^2 \left(m_1 + m_2 \sin^2\Delta\right)}
+    - (m_1 + m_2) g l_1 \cos\theta_1 - m_2 g l_2 \cos\theta_2 .$$
+
+    The kinetic energy depends on the angles, so explicit symplectic methods do not apply
+    (use `"implicit_midpoint"` or a Gauss–Legendre method).
+
+    **Arguments:** `m1, m2` the masses, `l1, l2` the rod lengths, `g` the gravitational
+    acceleration; all `> 0`, default `1.0`.
+
+    **Default initial conditions:** `(θ1, θ2, p1, p2) = (0.1, 0.2, 0, 0)` (small,
+    nearly linear oscillation), `(π/4, -π/4, 0, 0)` and `(π/2, π/2, 0, 0)` (chaotic).
+    """
+
+    m1: float = eqx.field(static=True)
+    m2: float = eqx.field(static=True)
+    l1: float = eqx.field(static=True)
+    l2: float = eqx.field(static=True)
+    g: float = eqx.field(static=True)
+
+    dim: ClassVar[int] = 4
+    labels: ClassVar[tuple[str, ...]] = ("θ1", "θ2", "p1", "p2")
+
+    def __init__(
+        self, m1: float = 1.0, m2: float = 1.0, l1: float = 1.0, l2: float = 1.0, g: float = 1.0
+    ):
+        self.m1 = _positive("m1", m1)
+        self.m2 = _positive("m2", m2)
+        self.l1 = _positive("l1", l1)
+        self.l2 = _positive("l2", l2)
+        self.g = _positive("g", g)
+
+    def hamiltonian(self, z):
+        z = self._check_point(z)
+        t1, t2, p1, p2 = z[0], z[1], z[2], z[3]
+        m1, m2, l1, l2, g = self.m1, self.m2, self.l1, self.l2, self.g
+        delta = t1 - t2
+        num = (
+            m2 * l2**2 * p1**2
+            + (m1 + m2) * l1**2 * p2**2
+            - 2.0 * m2 * l1 * l2 * p1 * p2 * jnp.cos(delta)
+        )
+        den = 2.0 * m2 * l1**2 * l2**2 * (m1 + m2 * jnp.sin(delta) ** 2)
+        return num / den - (m1 + m2) * g * l1 * jnp.cos(t1) - m2 * g * l2 * jnp.cos(t2)
+
+    def default_initial_conditions(self, dtype=None):
+        q = np.pi / 4
+        return _initial_conditions(
+            [[0.1, 0.2, 0.0, 0.0], [q, -q, 0.0, 0.0], [2 * q, 2 * q, 0.0, 0.0]], dtype
+        )
+
+
+class CoupledHarmonicOscillator(AbstractSeparableSystem):
+    r"""Two oscillators coupled by a spring whose stiffness is switched by a sigmoid.
+
+    State `z = (q1, q2, p1, p2)`, `dim = 4`, and
+
+    $$H = \frac{p_1^2}{2m_1} + \frac{p_2^2}{2m_2} + \frac{k_1 q_1^2}{2}
+    + \frac{k_2 q_2^2}{2} + k\,\sigma(q_1)\frac{(q_2 - q_1)^2}{2},
+    \qquad \sigma(x) = \frac{1}{1 + e^{-x}} .$$
+
+    The defaults are the test system of the Julia package GeometricMachineLearning.jl
+    (its linear symplectic transformer tutorial; see `geomlearn.datasets`).
+
+    **Arguments:** masses `m1 = 2.0`, `m2 = 1.0` and spring constants `k1 = 1.5`,
+    `k2 = 0.3` (all `> 0`); coupling `k = 1.0` (`>= 0`).
+
+    **Default initial conditions:** `(q1, q2, p1, p2) = (1, 0, 0, 0)`, `(0, 1, 0, 0)`,
+    `(0.5, 0.3, 0.2, 0.4)`.
+    """
+
+    m1: float = eqx.field(static=True)
+    m2: float = eqx.field(static=True)
+    k1: float = eqx.field(static=True)
+    k2: float = eqx.field(static=True)
+    k: float = eqx.field(static=True)
+
+    dim: ClassVar[int] = 4
+    labels: ClassVar[tuple[str, ...]] = ("q1", "q2", "p1", "p2")
+
+    def __init__(
+        self, m1: float = 2.0, m2: float = 1.0, k1: float = 1.5, k2: float = 0.3, k: float = 1.0
+    ):
+        self.m1 = _positive("m1", m1)
+        self.m2 = _positive("m2", m2)
+        self.k1 = _positive("k1", k1)
+        self.k2 = _positive("k2", k2)
+        self.k = _real("k", k, minimum=0.0, strict=False)
+
+    def kinetic(self, p):
+        p = self._check_point(p, size=2, what="momentum p")
+        return p[0] ** 2 / (2.0 * self.m1) + p[1] ** 2 / (2.0 * self.m2)
+
+    def potential(self, q):
+        q = self._check_point(q, size=2, what="position q")
+        q1, q2 = q[0], q[1]
+        return (
+            0.5 * self.k1 * q1**2
+            + 0.5 * self.k2 * q2**2
+            + 0.5 * self.k * jax.nn.sigmoid(q1) * (q2 - q1) ** 2
+        )
+
+    def default_initial_conditions(self, dtype=None):
+        return _initial_conditions(
+            [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.5, 0.3, 0.2, 0.4]], dtype
+        )
+
+
+class HenonHeiles(AbstractSeparableSystem):
+    r"""The Hénon–Heiles system (Hénon & Heiles, Astron. J. 69, 1964).
+
+    State `z = (x, y, p_x, p_y)`, `dim = 4`, and
+
+    $$H = \tfrac12 (p_x^2 + p_y^2) + \tfrac12 (x^2 + y^2) + \lambda\left(x^2 y - \tfrac{y^3}{3}\right).$$
+
+    Orbits are bounded for energies below the escape energy $1/(6\lambda^2)$; near it,
+    they are largely chaotic.
+
+    **Arguments:** `lam`, the cubic coupling $\lambda \ge 0$ (default `1.0`).
+
+    **Default initial conditions:** `(0, 0.1, 0.5, 0)` (energy ≈ 0.13), `(0, -0.2, 0.3, 0.2)`
+    (≈ 0.088) and `(0.1, 0, 0, 0.2)` (0.025), all bounded at the default.
+    """
+
+    lam: float = eqx.field(static=True)
+
+    dim: ClassVar[int] = 4
+    labels: ClassVar[tuple[str, ...]] = ("x", "y", "p_x", "p_y")
+
+    def __init__(self, lam: float = 1.0):
+        self.lam = _real("lam", lam, minimum=0.0, strict=False)
+
+    def kinetic(self, p):
+        p = self._check_point(p, size=2, what="momentum p")
+        return 0.5 * jnp.sum(p * p)
+
+    def potential(self, q):
+        q = self._check_point(q, size=2, what="position q")
+        x, y = q[0], q[1]
+        return 0.5 * (x**2 + y**2) + self.lam * (x**2 * y - y**3 / 3.0)
+
+    def default_initial_conditions(self, dtype=None):
+        return _initial_conditions(
+            [[0.0, 0.1, 0.5, 0.0], [0.0, -0.2, 0.3, 0.2], [0.1, 0.0, 0.0, 0.2]], dtype
+        )
+
+
+class Kepler(AbstractSeparableSystem):
+    r"""The planar two-body problem in relative coordinates (the Kepler problem).
+
+    State `z = (x, y, p_x, p_y)`, `dim = 4`: the relative position and its conjugate
+    momentum for the reduced mass $m$, with
+
+    $$H = \frac{|p|^2}{2m} - \frac{k}{|q|}.$$
+
+    Besides the energy it conserves the angular momentum $L = x p_y - y p_x$
+    (`invariants["angular_momentum"]`).
+
+    **Arguments:** `m`, the reduced mass, and `k`, the attraction constant ($G m_1 m_2$);
+    both `> 0`, default `1.0`.
+
+    **Default initial conditions:** orbits of semi-major axis 1 starting at the
+    pericentre, $q = (1 - e, 0)$, $p = (0, m\sqrt{\mu(1+e)/(1-e)})$ with $\mu = k/m$, for
+    eccentricities $e = 0, 0.3, 0.6$ (period $2\pi/\sqrt{\mu}$).
+    """
+
+    m: float = eqx.field(static=True)
+    k: float = eqx.field(static=True)
+
+    dim: ClassVar[int] = 4
+    labels: ClassVar[tuple[str, ...]] = ("x", "y", "p_x", "p_y")
+
+    def __init__(self, m: float = 1.0, k: float = 1.0):
+        self.m = _positive("m", m)
+        self.k = _positive("k", k)
+
+    def kinetic(self, p):
+        p = self._check_point(p, size=2, what="momentum p")
+        return jnp.sum(p * p) / (2.0 * self.m)
+
+    def potential(self, q):
+        q = self._check_point(q, size=2, what="position q")
+        return -self.k / jnp.sqrt(jnp.sum(q * q))
+
+    def angular_momentum(self, z: Point) -> Scalar:
+        r"""$L = x p_y - y p_x$."""
+        z = self._check_point(z)
+        return z[0] * z[3] - z[1] * z[2]
+
+    @property
+    def invariants(self):
+        return {"energy": self.hamiltonian, "angular_momentum": self.angular_momentum}
+
+    def default_initial_conditions(self, dtype=None):
+        mu = self.k / self.m
+        rows = []
+        for e in (0.0, 0.3, 0.6):
+            rows.append([1.0 - e, 0.0, 0.0, self.m * math.sqrt(mu * (1.0 + e) / (1.0 - e))])
+        return _initial_conditions(rows, dtype)
+
+
+# The figure-eight choreography of three equal masses (G = m = 1): Chenciner & Montgomery,
+# Annals of Mathematics 152 (2000); initial data as published there (after C. Moore, 1993).
+_FIGURE_EIGHT_Q = (0.97000436, -0.24308753)
+_FIGURE_EIGHT_V3 = (-0.93240737, -0.86473146)
+
+
+class ThreeBody(AbstractSeparableSystem):
+    r"""Three equal point masses in the plane under Newtonian gravity.
+
+    State `z = (x1, y1, x2, y2, x3, y3, px1, py1, px2, py2, px3, py3)`, `dim = 12`
+    (all positions, then all momenta, each body's pair in order), and
+
+    $$H = \sum_{i=1}^{3}\frac{|p_i|^2}{2m} - \sum_{i<j}\frac{G m^2}{|q_i - q_j|}.$$
+
+    Besides the energy it conserves the total momentum (`"momentum_x"`, `"momentum_y"`)
+    and the angular momentum (`"angular_momentum"`).
+
+    **Arguments:** `m`, the mass of each body, and `G`, the gravitational constant; both
+    `> 0`, default `1.0`.
+
+    **Default initial conditions:** the figure-eight choreography (Chenciner &
+    Montgomery, Annals of Mathematics 152, 2000) and Lagrange's rotating equilateral
+    triangle on the unit circle; velocities are scaled by $\sqrt{Gm}$ so both stay exact
+    periodic solutions for any `m`, `G`. Both have zero total momentum.
+    """
+
+    m: float = eqx.field(static=True)
+    G: float = eqx.field(static=True)
+
+    dim: ClassVar[int] = 12
+    labels: ClassVar[tuple[str, ...]] = (
+        "x1", "y1", "x2", "y2", "x3", "y3", "px1", "py1", "px2", "py2", "px3", "py3"
+    )  # fmt: skip
+
+    def __init__(self, m: float = 1.0, G: float = 1.0):
+        self.m = _positive("m", m)
+        self.G = _positive("G", G)
+
+    def kinetic(self, p):
+        p = self._check_point(p, size=6, what="momentum p")
+        return jnp.sum(p * p) / (2.0 * self.m)
+
+    def potential(self, q):
+        q = self._check_point(q, size=6, what="position q")
+        r = q.reshape(3, 2)
+        total = 0.0
+        for i, j in ((0, 1), (0, 2), (1, 2)):
+            d = r[i] - r[j]
+            total = total - 1.0 / jnp.sqrt(jnp.sum(d * d))
+        return self.G * self.m**2 * total
+
+    def momentum_x(self, z: Point) -> Scalar:
+        """Total momentum, x component."""
+        z = self._check_point(z)
+        return z[6] + z[8] + z[10]
+
+    def momentum_y(self, z: Point) -> Scalar:
+        """Total momentum, y component."""
+        z = self._check_point(z)
+        return z[7] + z[9] + z[11]
+
+    def angular_momentum(self, z: Point) -> Scalar:
+        r"""Total angular momentum $\sum_i x_i p_{y,i} - y_i p_{x,i}$."""
+        z = self._check_point(z)
+        q, p = z[:6].reshape(3, 2), z[6:].reshape(3, 2)
+        return jnp.sum(q[:, 0] * p[:, 1] - q[:, 1] * p[:, 0])
+
+    @property
+    def invariants(self):
+        return {
+            "energy": self.hamiltonian,
+            "momentum_x": self.momentum_x,
+            "momentum_y": self.momentum_y,
+            "angular_momentum": self.angular_momentum,
+        }
+
+    def default_initial_conditions(self, dtype=None):
+        scale = math.sqrt(self.G * self.m)  # velocity scale for general G, m
+        x, y = _FIGURE_EIGHT_Q
+        vx3, vy3 = (scale * v for v in _FIGURE_EIGHT_V3)
+        eight_q = [x, y, -x, -y, 0.0, 0.0]
+        eight_v = [-vx3 / 2, -vy3 / 2, -vx3 / 2, -vy3 / 2, vx3, vy3]
+        # Lagrange: side sqrt(3) on the unit circle, ω² = G m / (sqrt(3) R³), R = 1.
+        omega = scale * 3.0**-0.25
+        angles = [0.0, 2 * math.pi / 3, 4 * math.pi / 3]
+        tri_q, tri_v = [], []
+        for a in angles:
+            tri_q += [math.cos(a), math.sin(a)]
+            tri_v += [-omega * math.sin(a), omega * math.cos(a)]
+        rows = [eight_q + [self.m * v for v in eight_v], tri_q + [self.m * v for v in tri_v]]
+        return _initial_conditions(rows, dtype)
+
+
+class RigidBody(AbstractSystem):
+    r"""The free rigid body (Euler's equations) for the body angular momentum $z \in \mathbb{R}^3$.
+
+    $$\dot z_1 = a z_2 z_3,\quad \dot z_2 = b z_1 z_3,\quad \dot z_3 = c z_1 z_2,\qquad
+    a = \frac{I_2 - I_3}{I_2 I_3},\ b = \frac{I_3 - I_1}{I_3 I_1},\ c = \frac{I_1 - I_2}{I_1 I_2},$$
+
+    i.e. $\dot z = z \times \nabla H(z)$ with the energy
+    $H(z) = \tfrac12\sum_i z_i^2 / I_i$. The flow is divergence-free (volume-preserving),
+    odd-dimensional and **not canonical**; it conserves $H$ and the Casimir $C(z) = |z|^2$
+    (`invariants` has `"energy"` and `"casimir"`).
+
+    At the default inertia $(2, 1, 2/3)$, $(a, b, c) = (1/2, -1, 1/2)$ — the system of the
+    volume-preserving transformer paper (Brantner, de Romemont, Kraus & Li,
+    *Volume-preserving transformers for learning time series data with structure*,
+    arXiv:2312.11166).
+
+    **Arguments:** `inertia`, the three principal moments $(I_1, I_2, I_3)$, all `> 0`.
+
+    **Default initial conditions:** the paper's validation states
+    $(\sin 1.1, 0, \cos 1.1)$ and $(0, \sin 1.1, \cos 1.1)$.
+
+    ```python
+    >>> RigidBody().coefficients
+    (0.5, -1.0, 0.5)
+    ```
+    """
+
+    inertia: tuple[float, float, float] = eqx.field(static=True)
+
+    dim: ClassVar[int] = 3
+    canonical: ClassVar[bool] = False
+    separable: ClassVar[bool] = False
+    labels: ClassVar[tuple[str, ...]] = ("z1", "z2", "z3")
+
+    def __init__(self, inertia: tuple[float, float, float] = (2.0, 1.0, 2.0 / 3.0)):
+        try:
+            values = tuple(inertia)
+        except TypeError:
+            raise TypeError(
+                f"inertia must be a sequence of three numbers, got {inertia!r}"
+            ) from None
+        if len(values) != 3:
+            raise ValueError(f"inertia must have three entries (I1, I2, I3), got {len(values)}")
+        self.inertia = tuple(_positive(f"inertia[{i}]", v) for i, v in enumerate(values))
+
+    @property
+    def coefficients(self) -> tuple[float, float, float]:
+        """The coefficients `(a, b, c)` of Euler's equations."""
+        # (I2 - I3)/(I2 I3) = 1/I3 - 1/I2, etc.: fewer roundings (exact at the defaults).
+        r1, r2, r3 = (1.0 / i for i in self.inertia)
+        return (r3 - r2, r1 - r3, r2 - r1)
+
+    def vector_field(self, z):
+        z = self._check_point(z)
+        a, b, c = self.coefficients
+        return jnp.stack([a * z[1] * z[2], b * z[0] * z[2], c * z[0] * z[1]])
+
+    def hamiltonian(self, z):
+        r"""The kinetic energy $H(z) = \tfrac12 \sum_i z_i^2 / I_i$."""
+        z = self._check_point(z)
+        i1, i2, i3 = self.inertia
+        return 0.5 * (z[0] ** 2 / i1 + z[1] ** 2 / i2 + z[2] ** 2 / i3)
+
+    def casimir(self, z: Point) -> Scalar:
+        r"""The Casimir $C(z) = |z|^2 = z_1^2 + z_2^2 + z_3^2$."""
+        z = self._check_point(z)
+        return jnp.sum(z * z)
+
+    @property
+    def invariants(self):
+        return {"energy": self.hamiltonian, "casimir": self.casimir}
+
+    def default_initial_conditions(self, dtype=None):
+        s, c = math.sin(1.1), math.cos(1.1)
+        return _initial_conditions([[s, 0.0, c], [0.0, s, c]], dtype)
+
+
+SYSTEMS: dict[str, type[AbstractSystem]] = {
+    "harmonic_oscillator": HarmonicOscillator,
+    "pendulum": Pendulum,
+    "double_pendulum": DoublePendulum,
+    "coupled_oscillator": CoupledHarmonicOscillator,
+    "henon_heiles": HenonHeiles,
+    "kepler": Kepler,
+    "three_body": ThreeBody,
+    "rigid_body": RigidBody,
+}
+"""The systems by their command-line name; each class is constructible with no arguments."""
