@@ -35,12 +35,22 @@ def make(cls, dim, *, key, dtype=None, width=3, activation=jnp.tanh):
     return cls(dim, key=key, dtype=dtype)
 
 
-def randomize(module, key, scale=1.0):
+@pytest.fixture
+def rng():
+    """NumPy random numbers for test data and random parameters. (jax.random would compile
+    a fresh kernel for every new shape, which dominates the run time of these tests.)"""
+    return np.random.default_rng(1729)
+
+
+def normal(rng, shape, dtype=jnp.float64, scale=1.0):
+    return jnp.asarray(scale * rng.standard_normal(shape), dtype=dtype)
+
+
+def randomize(module, rng, scale=1.0):
     """Replace every floating parameter by N(0, scale²) noise: 'random parameters'."""
     params, static = eqx.partition(module, eqx.is_inexact_array)
     leaves, treedef = jax.tree_util.tree_flatten(params)
-    keys = jax.random.split(key, len(leaves))
-    new = [scale * jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves)]
+    new = [normal(rng, x.shape, x.dtype, scale) for x in leaves]
     return eqx.combine(jax.tree_util.tree_unflatten(treedef, new), static)
 
 
@@ -79,12 +89,12 @@ def test_activation_and_linear_parameter_count(key, n):
         assert n_params(cls(2 * n, key=key())) == n * (n + 1) // 2
 
 
-def test_gradient_layer_matches_formula(key):
+def test_gradient_layer_matches_formula(rng, key):
     n, w = 3, 5
-    z = jax.random.normal(key(), (2 * n,))
+    z = normal(rng, (2 * n,))
     h = 0.7
     for cls, changes_q in ((GradientLayerQ, True), (GradientLayerP, False)):
-        layer = randomize(cls(2 * n, w, jax.nn.sigmoid, key=key()), key())
+        layer = randomize(cls(2 * n, w, jax.nn.sigmoid, key=key()), rng)
         K, a, b = (np.asarray(x) for x in (layer.K, layer.a, layer.b))
         q, p = split(z)
         x = p if changes_q else q
@@ -94,21 +104,21 @@ def test_gradient_layer_matches_formula(key):
         np.testing.assert_allclose(layer(z), layer(z, 1.0), rtol=0, atol=0)
 
 
-def test_activation_layer_matches_formula(key):
-    z = jax.random.normal(key(), (4,))
+def test_activation_layer_matches_formula(rng, key):
+    z = normal(rng, (4,))
     for cls, changes_q in ((ActivationLayerQ, True), (ActivationLayerP, False)):
-        layer = randomize(cls(4, "sin", key=key()), key())
+        layer = randomize(cls(4, "sin", key=key()), rng)
         q, p = split(z)
         inc = -0.3 * np.asarray(layer.a) * np.sin(p if changes_q else q)
         expected = np.concatenate([q + inc, p] if changes_q else [q, p + inc])
         np.testing.assert_allclose(layer(z, -0.3), expected, rtol=1e-13, atol=1e-13)
 
 
-def test_linear_layer_matches_formula_and_is_symmetric(key):
+def test_linear_layer_matches_formula_and_is_symmetric(rng, key):
     n = 3
-    z = jax.random.normal(key(), (2 * n,))
+    z = normal(rng, (2 * n,))
     for cls, changes_q in ((LinearLayerQ, True), (LinearLayerP, False)):
-        layer = randomize(cls(2 * n, key=key()), key())
+        layer = randomize(cls(2 * n, key=key()), rng)
         S = np.asarray(layer.symmetric_matrix())
         np.testing.assert_array_equal(S, S.T)
         # Every upper-triangle entry is an independent parameter, in triu order.
@@ -118,11 +128,11 @@ def test_linear_layer_matches_formula_and_is_symmetric(key):
         np.testing.assert_allclose(layer(z, 2.0), expected, rtol=1e-13, atol=1e-13)
 
 
-def test_initialisation_is_near_identity_with_zero_bias(key):
+def test_initialisation_is_near_identity_with_zero_bias(rng, key):
     layer = GradientLayerQ(4, 16, key=key())
     np.testing.assert_array_equal(layer.b, 0.0)
     assert np.std(np.asarray(layer.K)) > 0.1  # Glorot normal: std sqrt(2/18) ≈ 0.33
-    z = jax.random.normal(key(), (4,))
+    z = normal(rng, (4,))
     assert 0 < np.max(np.abs(layer(z) - z)) < 0.5
 
 
@@ -131,11 +141,11 @@ def test_initialisation_is_near_identity_with_zero_bias(key):
 
 @pytest.mark.parametrize("cls", LAYER_CLASSES)
 @pytest.mark.parametrize("n", [1, 2, 3])
-def test_symplectic_for_random_parameters_and_steps(key, tol, dtype, cls, n):
+def test_symplectic_for_random_parameters_and_steps(rng, key, tol, dtype, cls, n):
     worst = 0.0
     for _ in range(3):
-        layer = randomize(make(cls, 2 * n, key=key(), dtype=dtype, width=5), key())
-        z = jax.random.normal(key(), (2 * n,), dtype)
+        layer = randomize(make(cls, 2 * n, key=key(), dtype=dtype, width=5), rng)
+        z = normal(rng, (2 * n,), dtype)
         for h in (None, 0.37, -1.3, 4.0):
             res = symplecticity_residual(lambda v: layer(v, h), z)
             assert res.dtype == dtype
@@ -143,47 +153,47 @@ def test_symplectic_for_random_parameters_and_steps(key, tol, dtype, cls, n):
     assert worst <= tol(dtype, "structure")
 
 
-def test_negative_control_non_symmetric_gradient_part(key):
+def test_negative_control_non_symmetric_gradient_part(rng, key):
     """q ← q + K₂ᵀ(a ⊙ σ(K₁p + b)) with K₁ ≠ K₂ is a shear (volume-preserving) but not
     symplectic: the residual test must see it."""
     n, w = 2, 5
-    K1, K2 = jax.random.normal(key(), (w, n)), jax.random.normal(key(), (w, n))
-    a, b = jax.random.normal(key(), (w,)), jax.random.normal(key(), (w,))
+    K1, K2 = normal(rng, (w, n)), normal(rng, (w, n))
+    a, b = normal(rng, (w,)), normal(rng, (w,))
 
     def bad(z):
         q, p = z[:n], z[n:]
         return jnp.concatenate([q + K2.T @ (a * jnp.tanh(K1 @ p + b)), p])
 
-    z = jax.random.normal(key(), (2 * n,))
+    z = normal(rng, (2 * n,))
     assert symplecticity_residual(bad, z) > 1e-3
     assert volume_residual(bad, z) <= 1e-12
 
 
-def test_negative_control_non_symmetric_linear_part(key):
+def test_negative_control_non_symmetric_linear_part(rng, key):
     n = 2
-    A = jax.random.normal(key(), (n, n))
+    A = normal(rng, (n, n))
 
     def bad(z):
         return jnp.concatenate([z[:n] + A @ z[n:], z[n:]])
 
-    assert symplecticity_residual(bad, jax.random.normal(key(), (2 * n,))) > 1e-3
+    assert symplecticity_residual(bad, normal(rng, (2 * n,))) > 1e-3
 
 
 @pytest.mark.parametrize("cls", LAYER_CLASSES)
-def test_inverse_round_trip(key, cls):
+def test_inverse_round_trip(rng, key, cls):
     for n in (1, 2, 3):
-        layer = randomize(make(cls, 2 * n, key=key(), width=4), key())
-        z = jax.random.normal(key(), (2 * n,))
+        layer = randomize(make(cls, 2 * n, key=key(), width=4), rng)
+        z = normal(rng, (2 * n,))
         for h in (None, 0.5, -2.0):
             np.testing.assert_allclose(layer.inverse(layer(z, h), h), z, rtol=0, atol=1e-12)
             np.testing.assert_allclose(layer(layer.inverse(z, h), h), z, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("cls", LAYER_CLASSES)
-def test_step_size_scales_the_update(key, cls):
+def test_step_size_scales_the_update(rng, key, cls):
     """A shear is affine in h: layer(z, h) = z + h·(layer(z) − z); h → 0 is the identity."""
-    layer = randomize(make(cls, 4, key=key()), key())
-    z = jax.random.normal(key(), (4,))
+    layer = randomize(make(cls, 4, key=key()), rng)
+    z = normal(rng, (4,))
     full = layer(z) - z
     assert np.max(np.abs(full)) > 1e-3
     np.testing.assert_array_equal(layer(z, 0.0), z)
@@ -196,10 +206,10 @@ def test_step_size_scales_the_update(key, cls):
 
 
 @pytest.mark.parametrize("cls", LAYER_CLASSES)
-def test_jit_vmap_grad(key, tol, cls):
-    layer = randomize(make(cls, 6, key=key()), key())
-    Z = jax.random.normal(key(), (5, 6))
-    hs = jax.random.uniform(key(), (5,), minval=0.1, maxval=2.0)
+def test_jit_vmap_grad(rng, key, tol, cls):
+    layer = randomize(make(cls, 6, key=key()), rng)
+    Z = normal(rng, (5, 6))
+    hs = jnp.asarray(rng.uniform(0.1, 2.0, 5))
     # jit == eager
     for h in (None, 0.4):
         np.testing.assert_allclose(
@@ -222,8 +232,8 @@ def test_jit_vmap_grad(key, tol, cls):
 
 
 @pytest.mark.parametrize("cls", LAYER_CLASSES)
-def test_dtype_in_equals_dtype_out(key, dtype, cls):
-    z = jax.random.normal(key(), (4,), dtype)
+def test_dtype_in_equals_dtype_out(rng, key, dtype, cls):
+    z = normal(rng, (4,), dtype)
     for param_dtype in (jnp.float32, jnp.float64):
         layer = make(cls, 4, key=key(), dtype=param_dtype)
         assert all(x.dtype == param_dtype for x in jax.tree_util.tree_leaves(layer))

@@ -1,3 +1,118 @@
-"""(being written)"""
+r"""Hamiltonian neural networks (Greydanus, Dzamba and Yosinski, 2019)."""
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import math
+from typing import Callable, ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .._activations import resolve_activation
+from .._typing import Array, Float, PRNGKeyArray
+from .._validation import check_even, check_int, float_dtype
+from ..geometry import symplectic_matrix
+from ..layers.sympnet import _check_point
+from ._base import AbstractHamiltonianModel
+
+__all__ = ["HamiltonianNeuralNetwork"]
+
+
+class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
+    r"""A learned Hamiltonian $H_\theta : \mathbb{R}^{2n} \to \mathbb{R}$ and its vector field.
+
+    $H_\theta$ is a multilayer perceptron with `depth` hidden layers of `width` units,
+
+    $$H_\theta(z) = w_{\text{out}}^\top\, \sigma\big(W_{\text{depth}} \cdots
+      \sigma(W_1 z + b_1) \cdots + b_{\text{depth}}\big) + b_{\text{out}},$$
+
+    and the model's dynamics is Hamilton's equation
+    $\dot z = X_\theta(z) = \mathbb{J}\,\nabla H_\theta(z)$, with the gradient taken by
+    `jax.grad` and $\mathbb{J}$ from [`symplectic_matrix`][geomlearn.geometry.symplectic_matrix]
+    (Greydanus, Dzamba, Yosinski, *Hamiltonian Neural Networks*, NeurIPS 2019). Because
+    the field is Hamiltonian for every $\theta$, it is divergence-free and conserves
+    $H_\theta$ exactly, and its exact flow is symplectic; training fits $X_\theta$ to
+    observed time derivatives.
+
+    **`structure` is `"none"`**: the model itself is a scalar function, not a map of
+    phase space, so there is no map whose symplecticity could be tested. Its structure is
+    that of its vector field (divergence-free, $H_\theta$-conserving), which is what the
+    tests check. A step map built from it inherits symplecticity only if the integrator
+    used is symplectic.
+
+    **Parameters** (`dim = 2n = d`, `width = w`, `depth = k ≥ 1`):
+    $d w + w + (k - 1)(w^2 + w) + w + 1$.
+
+    **Initialisation:** Glorot normal weights, zero biases.
+
+    **Arguments:**
+
+    - `dim`: the phase-space dimension `2n` (even; odd raises `ValueError`).
+    - `width`: the hidden width `w ≥ 1`.
+    - `depth`: the number of hidden layers `k ≥ 1`.
+    - `activation`: a callable or a name (default `jnp.tanh`); it must be differentiable
+      for the vector field to be meaningful.
+    - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype.
+
+    **Methods:** `hamiltonian(z)` returns the scalar $H_\theta(z)$ and
+    `vector_field(z)` returns $\mathbb{J}\nabla H_\theta(z)$ of shape `(dim,)`, both in
+    `z`'s dtype, for one point `z` of shape `(dim,)` (use `jax.vmap` for batches).
+
+    ```python
+    hnn = HamiltonianNeuralNetwork(2, width=32, depth=2, key=jax.random.PRNGKey(0))
+    z = jnp.array([1.0, 0.0])
+    hnn.hamiltonian(z), hnn.vector_field(z)
+    ```
+    """
+
+    structure: ClassVar[str] = "none"
+
+    weights: tuple[Float[Array, "out in"], ...]
+    biases: tuple[Float[Array, " out"], ...]
+    dim: int = eqx.field(static=True)
+    width: int = eqx.field(static=True)
+    depth: int = eqx.field(static=True)
+    activation: Callable | str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        width: int,
+        depth: int,
+        activation: Callable | str = jnp.tanh,
+        key: PRNGKeyArray,
+        dtype=None,
+    ):
+        self.dim = check_even("dim", dim)
+        self.width = check_int("width", width, minimum=1)
+        self.depth = check_int("depth", depth, minimum=1)
+        resolve_activation(activation)
+        self.activation = activation
+        dtype = float_dtype(dtype)
+        sizes = [self.dim] + [self.width] * self.depth + [1]
+        keys = jax.random.split(key, len(sizes) - 1)
+        self.weights = tuple(
+            math.sqrt(2.0 / (fan_in + fan_out)) * jax.random.normal(k, (fan_out, fan_in), dtype)
+            for k, fan_in, fan_out in zip(keys, sizes[:-1], sizes[1:])
+        )
+        self.biases = tuple(jnp.zeros((fan_out,), dtype) for fan_out in sizes[1:])
+
+    def hamiltonian(self, z: Float[Array, " dim"]) -> Float[Array, ""]:
+        r"""The learned energy $H_\theta(z)$ at one point `z` of shape `(dim,)`."""
+        _check_point(type(self).__name__, z, self.dim)
+        dtype = z.dtype
+        sigma = resolve_activation(self.activation)
+        x = z
+        for W, b in zip(self.weights[:-1], self.biases[:-1]):
+            x = sigma(W.astype(dtype) @ x + b.astype(dtype))
+        out = self.weights[-1].astype(dtype) @ x + self.biases[-1].astype(dtype)
+        return out[0]
+
+    def vector_field(self, z: Float[Array, " dim"]) -> Float[Array, " dim"]:
+        r"""Hamilton's vector field $\mathbb{J}\,\nabla H_\theta(z)$, i.e.
+        $(\dot q, \dot p) = (\partial H/\partial p, -\partial H/\partial q)$."""
+        _check_point(type(self).__name__, z, self.dim)
+        J = symplectic_matrix(self.dim // 2, dtype=z.dtype)
+        return J @ jax.grad(self.hamiltonian)(z)

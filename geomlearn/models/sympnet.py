@@ -1,3 +1,358 @@
-"""(being written)"""
+r"""SympNets and Hénon networks: feed-forward integrators that are symplectic maps.
 
-__all__: list[str] = []
+Each model is a composition of the symplectic layers of `geomlearn.layers`, so it is an exactly symplectic map of phase space
+for every parameter value and every step size `h`, with a closed-form inverse.
+Trained on pairs $(z_t, z_{t+1})$ of a Hamiltonian system, it becomes a one-step
+integrator $z_{t+1} = \Phi_\theta(z_t)$ that cannot contract or expand phase-space volume.
+
+**Step size.** Every model takes an optional `h` (a scalar; under `jax.vmap` one per
+sample) that multiplies every layer's update — the *extended* SympNets of Jin et al.
+for irregularly sampled data. `h=None` means no scaling ($h = 1$); $h \to 0$ tends to
+the identity; the model is symplectic for every $h$.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .._activations import resolve_activation
+from .._typing import Array, Float, PRNGKeyArray
+from .._validation import check_even, check_int, float_dtype
+from ..layers.henon import HenonLayer
+from ..layers.sympnet import (
+    ActivationLayerP,
+    ActivationLayerQ,
+    GradientLayerP,
+    GradientLayerQ,
+    LinearLayerP,
+    LinearLayerQ,
+    _check_point,
+    _scale,
+    _step_size,
+)
+from ._base import AbstractFeedForwardIntegrator
+
+__all__ = ["GSympNet", "LASympNet", "HenonNet"]
+
+
+def _check_bool(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return value
+
+
+@eqx.filter_jit
+def _scan_stack(stacked: eqx.Module, z: jax.Array, h: jax.Array | None, inverse: bool):
+    """Apply a stack of identical layers (arrays with a leading layer axis) to `z` as one
+    `lax.scan`: `z = layer(z, h)` in order, or `z = layer.inverse(z, h)` in reverse order.
+
+    Wrapped in `filter_jit` so that eager calls reuse one compiled loop (a bare `lax.scan`
+    called eagerly would be traced and compiled again on every call); under an outer
+    `jit`/`vmap`/`grad` it is simply inlined.
+    """
+    params, static = eqx.partition(stacked, eqx.is_array)
+
+    def body(carry, layer_params):
+        layer = eqx.combine(layer_params, static)
+        return (layer.inverse(carry, h) if inverse else layer(carry, h)), None
+
+    out, _ = jax.lax.scan(body, z, params, reverse=inverse)
+    return out
+
+
+def _index_stack(stacked: eqx.Module, i: int, n: int) -> eqx.Module:
+    i = check_int("i", i)
+    if not -n <= i < n:
+        raise IndexError(f"layer index {i} out of range for {n} layers")
+    params, static = eqx.partition(stacked, eqx.is_array)
+    return eqx.combine(jax.tree_util.tree_map(lambda x: x[i], params), static)
+
+
+class GSympNet(AbstractFeedForwardIntegrator):
+    r"""Gradient SympNet: `n_layers` gradient layers, alternating Q and P.
+
+    $$\Phi_\theta = G_{n_\text{layers}} \circ \cdots \circ G_2 \circ G_1,$$
+
+    where $G_1$ is a [`GradientLayerQ`][geomlearn.layers.GradientLayerQ] when `init_upper`
+    (else a [`GradientLayerP`][geomlearn.layers.GradientLayerP]) and the types alternate. Each
+    $G_i$ is symplectic for every parameter value and step size, hence so is $\Phi_\theta$.
+    G-SympNets are universal approximators of symplectic maps (Jin, Zhang, Zhu, Tang,
+    Karniadakis, *SympNets*, Neural Networks 132, 2020). The paper's pendulum network is
+    `GSympNet(2, n_layers=2, width=30, activation="sigmoid")`.
+
+    **Parameters** (`dim = 2n`, `width = w`): $n_\text{layers}\cdot w\,(n + 2)$.
+
+    **Arguments:**
+
+    - `dim`: the phase-space dimension `2n` (even; odd raises `ValueError`).
+    - `n_layers`: the number of gradient layers, `≥ 1` (default 2).
+    - `width`: the hidden width of every gradient layer, `≥ 1`; `None` (default) means
+      `dim`. The resolved value is stored.
+    - `activation`: a callable or a name (default `jnp.tanh`).
+    - `init_upper`: start with a Q-layer (`True`, default) or a P-layer.
+    - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype.
+
+    **Call:** `model(z, h=None)` on one point `(dim,)`; `model.inverse(z, h=None)` is the
+    exact inverse. Returns `z`'s shape and dtype.
+
+    ```python
+    model = GSympNet(2, n_layers=4, width=16, key=jax.random.PRNGKey(0))
+    z1 = model(jnp.array([1.0, 0.0]), 0.1)
+    ```
+    """
+
+    structure: ClassVar[str] = "symplectic"
+
+    layers: tuple[GradientLayerQ | GradientLayerP, ...]
+    dim: int = eqx.field(static=True)
+    n_layers: int = eqx.field(static=True)
+    width: int = eqx.field(static=True)
+    activation: Callable | str = eqx.field(static=True)
+    init_upper: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        n_layers: int = 2,
+        width: int | None = None,
+        activation: Callable | str = jnp.tanh,
+        init_upper: bool = True,
+        key: PRNGKeyArray,
+        dtype=None,
+    ):
+        self.dim = check_even("dim", dim)
+        self.n_layers = check_int("n_layers", n_layers, minimum=1)
+        self.width = self.dim if width is None else check_int("width", width, minimum=1)
+        resolve_activation(activation)
+        self.activation = activation
+        self.init_upper = _check_bool("init_upper", init_upper)
+        keys = jax.random.split(key, self.n_layers)
+        self.layers = tuple(
+            (GradientLayerQ if (i % 2 == 0) == init_upper else GradientLayerP)(
+                self.dim, self.width, activation, key=k, dtype=dtype
+            )
+            for i, k in enumerate(keys)
+        )
+
+    def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
+        _check_point(type(self).__name__, z, self.dim)
+        for layer in self.layers:  # heterogeneous (Q, P, Q, ...): unrolled at trace time
+            z = layer(z, h)
+        return z
+
+    def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
+        """The exact inverse map: the layers' inverses in reverse order."""
+        _check_point(type(self).__name__, z, self.dim)
+        for layer in reversed(self.layers):
+            z = layer.inverse(z, h)
+        return z
+
+
+class LASympNet(AbstractFeedForwardIntegrator):
+    r"""Linear–activation SympNet: linear modules alternating with activation layers.
+
+    $$\Phi_\theta = \ell_{L} \circ N_{L-1} \circ \ell_{L-1} \circ \cdots \circ N_1
+      \circ \ell_1, \qquad L = n_\text{layers},$$
+
+    following Jin, Zhang, Zhu, Tang, Karniadakis, *SympNets*, Neural Networks 132 (2020):
+
+    - a **linear module** $\ell_i(z) = L^{(i)}_{m} \circ \cdots \circ L^{(i)}_1(z) + h\,
+      b_i$ is `n_linear` $= m$ symmetric linear shears
+      ([`LinearLayerQ`][geomlearn.layers.LinearLayerQ] / [`LinearLayerP`][geomlearn.layers.LinearLayerP],
+      alternating, starting with Q when `init_upper`) followed by a bias
+      $b_i \in \mathbb{R}^{2n}$ (a translation: symplectic);
+    - an **activation layer** $N_i$ is an
+      [`ActivationLayerQ`][geomlearn.layers.ActivationLayerQ] /
+      [`ActivationLayerP`][geomlearn.layers.ActivationLayerP]; they alternate, $N_1$ a Q-layer
+      when `init_upper`.
+
+    So `n_layers` counts the linear modules; there are `n_layers - 1` activation layers.
+    **Defaults** (`n_layers=3`, `n_linear=2`) are the paper's pendulum LA-SympNet
+    ("3 layers, 2 sublayers"): $\ell_3 \circ N_2 \circ \ell_2 \circ N_1 \circ \ell_1$;
+    the paper used the sigmoid, i.e. `LASympNet(2, activation="sigmoid")` (14 parameters).
+    No argument is capped: any `n_layers ≥ 1`, `n_linear ≥ 1` is used as given.
+
+    **Parameters** (`dim = 2n`):
+    $n_\text{layers}\big(n_\text{linear}\,\tfrac{n(n+1)}{2} + 2n\big) + (n_\text{layers} - 1)\,n$.
+
+    **Arguments:**
+
+    - `dim`: the phase-space dimension `2n` (even; odd raises `ValueError`).
+    - `n_layers`: the number of linear modules, `≥ 1` (default 3).
+    - `n_linear`: linear shears per module, `≥ 1` (default 2).
+    - `activation`: a callable or a name (default `jnp.tanh`).
+    - `init_upper`: whether the first linear shear of each module and the first activation
+      layer are Q-layers (default `True`).
+    - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype. Biases start
+      at zero.
+
+    **Call:** `model(z, h=None)` on one point `(dim,)` (`h` scales every shear and the
+    biases); `model.inverse(z, h=None)` is the exact inverse.
+
+    ```python
+    model = LASympNet(2, activation="sigmoid", key=jax.random.PRNGKey(0))
+    model(jnp.array([1.0, 0.0]))
+    ```
+    """
+
+    structure: ClassVar[str] = "symplectic"
+
+    linear_layers: tuple[tuple[LinearLayerQ | LinearLayerP, ...], ...]
+    biases: Float[Array, "n_layers dim"]
+    activation_layers: tuple[ActivationLayerQ | ActivationLayerP, ...]
+    dim: int = eqx.field(static=True)
+    n_layers: int = eqx.field(static=True)
+    n_linear: int = eqx.field(static=True)
+    activation: Callable | str = eqx.field(static=True)
+    init_upper: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        n_layers: int = 3,
+        n_linear: int = 2,
+        activation: Callable | str = jnp.tanh,
+        init_upper: bool = True,
+        key: PRNGKeyArray,
+        dtype=None,
+    ):
+        self.dim = check_even("dim", dim)
+        self.n_layers = check_int("n_layers", n_layers, minimum=1)
+        self.n_linear = check_int("n_linear", n_linear, minimum=1)
+        resolve_activation(activation)
+        self.activation = activation
+        self.init_upper = _check_bool("init_upper", init_upper)
+        dtype = float_dtype(dtype)
+        lin_key, act_key = jax.random.split(key)
+        lin_keys = jax.random.split(lin_key, (self.n_layers, self.n_linear))
+        self.linear_layers = tuple(
+            tuple(
+                (LinearLayerQ if (j % 2 == 0) == init_upper else LinearLayerP)(
+                    self.dim, key=lin_keys[i, j], dtype=dtype
+                )
+                for j in range(self.n_linear)
+            )
+            for i in range(self.n_layers)
+        )
+        self.biases = jnp.zeros((self.n_layers, self.dim), dtype)
+        act_keys = jax.random.split(act_key, self.n_layers - 1)
+        self.activation_layers = tuple(
+            (ActivationLayerQ if (i % 2 == 0) == init_upper else ActivationLayerP)(
+                self.dim, activation, key=k, dtype=dtype
+            )
+            for i, k in enumerate(act_keys)
+        )
+
+    def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
+        _check_point(type(self).__name__, z, self.dim)
+        step = _step_size(h, z.dtype)
+        biases = self.biases.astype(z.dtype)
+        for i, module in enumerate(self.linear_layers):
+            for layer in module:
+                z = layer(z, h)
+            z = z + _scale(biases[i], step)
+            if i < self.n_layers - 1:
+                z = self.activation_layers[i](z, h)
+        return z
+
+    def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
+        """The exact inverse map: every step undone in reverse order."""
+        _check_point(type(self).__name__, z, self.dim)
+        step = _step_size(h, z.dtype)
+        biases = self.biases.astype(z.dtype)
+        for i in reversed(range(self.n_layers)):
+            if i < self.n_layers - 1:
+                z = self.activation_layers[i].inverse(z, h)
+            z = z - _scale(biases[i], step)
+            for layer in reversed(self.linear_layers[i]):
+                z = layer.inverse(z, h)
+        return z
+
+
+class HenonNet(AbstractFeedForwardIntegrator):
+    r"""Hénon network: a composition of `n_layers` [`HenonLayer`][geomlearn.layers.HenonLayer]s.
+
+    $$\Phi_\theta = H_h^4[V_{L}, \eta_{L}] \circ \cdots \circ H_h^4[V_1, \eta_1],
+      \qquad L = n_\text{layers},$$
+
+    each layer four iterations of the Hénon-like map $(x, y) \mapsto (y + \eta,
+    -x + h\nabla V(y))$ with its own potential network $V_i$ and shift $\eta_i$ (Burby,
+    Tang and Maulik, *Fast neural Poincaré maps for toroidal magnetic fields*, Plasma
+    Phys. Control. Fusion 63, 2020). Symplectic for every parameter value and every `h`;
+    `h` scales the potentials' gradients (see [`HenonLayer`][geomlearn.layers.HenonLayer]
+    for why this gives the identity at $h = 0$).
+
+    The layers are identical in shape, so their parameters are **stacked** along a leading
+    axis of length `n_layers` (the field `layers` is one `HenonLayer` whose arrays have
+    that extra axis) and the stack runs as one `lax.scan`. `model.layer(i)` returns the
+    `i`-th layer as an ordinary `HenonLayer`.
+
+    **Parameters** (`dim = 2n`, `width = w`): $n_\text{layers}\,\big(w(n + 2) + n\big)$.
+
+    **Arguments:**
+
+    - `dim`: the phase-space dimension `2n` (even; odd raises `ValueError`).
+    - `n_layers`: the number of Hénon layers, `≥ 1`.
+    - `width`: the hidden width of each potential network, `≥ 1`.
+    - `activation`: a callable or a name (default `jnp.tanh`; should be differentiable).
+    - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype.
+
+    **Call:** `model(z, h=None)` on one point `(dim,)`; `model.inverse(z, h=None)` is the
+    exact inverse.
+
+    ```python
+    model = HenonNet(4, n_layers=3, width=10, key=jax.random.PRNGKey(0))
+    z = jnp.ones(4)
+    model.inverse(model(z, 0.5), 0.5)   # == z
+    ```
+    """
+
+    structure: ClassVar[str] = "symplectic"
+
+    layers: HenonLayer
+    dim: int = eqx.field(static=True)
+    n_layers: int = eqx.field(static=True)
+    width: int = eqx.field(static=True)
+    activation: Callable | str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        n_layers: int,
+        width: int,
+        activation: Callable | str = jnp.tanh,
+        key: PRNGKeyArray,
+        dtype=None,
+    ):
+        self.dim = check_even("dim", dim)
+        self.n_layers = check_int("n_layers", n_layers, minimum=1)
+        self.width = check_int("width", width, minimum=1)
+        resolve_activation(activation)
+        self.activation = activation
+        dtype = float_dtype(dtype)
+        keys = jax.random.split(key, self.n_layers)
+        self.layers = eqx.filter_vmap(
+            lambda k: HenonLayer(self.dim, self.width, activation, key=k, dtype=dtype)
+        )(keys)
+
+    def layer(self, i: int) -> HenonLayer:
+        """The `i`-th Hénon layer (applied `i`-th, counting from 0) as a `HenonLayer`."""
+        return _index_stack(self.layers, i, self.n_layers)
+
+    def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
+        _check_point(type(self).__name__, z, self.dim)
+        h = _step_size(h, z.dtype)
+        return _scan_stack(self.layers, z, h, False)
+
+    def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
+        """The exact inverse map: the layers' inverses in reverse order."""
+        _check_point(type(self).__name__, z, self.dim)
+        h = _step_size(h, z.dtype)
+        return _scan_stack(self.layers, z, h, True)
