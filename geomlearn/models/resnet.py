@@ -13,7 +13,7 @@ from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_int, float_dtype
 from ..layers.sympnet import _check_point, _glorot_normal, _scale, _step_size
 from ._base import AbstractFeedForwardIntegrator
-from .sympnet import _scan_stack
+from .sympnet import _scan_stack, _stack_modules
 
 __all__ = ["ResNet"]
 
@@ -109,9 +109,9 @@ class ResNet(AbstractFeedForwardIntegrator):
         self.activation = activation
         dtype = float_dtype(dtype)
         keys = jax.random.split(key, self.depth)
-        self.blocks = eqx.filter_vmap(
-            lambda k: _ResidualBlock(self.dim, self.width, activation, key=k, dtype=dtype)
-        )(keys)
+        self.blocks = _stack_modules(
+            [_ResidualBlock(self.dim, self.width, activation, key=k, dtype=dtype) for k in keys]
+        )
 
     def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
         _check_point(type(self).__name__, z, self.dim)

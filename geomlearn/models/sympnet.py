@@ -64,6 +64,18 @@ def _scan_stack(stacked: eqx.Module, z: jax.Array, h: jax.Array | None, inverse:
     return out
 
 
+def _stack_modules(modules: list[eqx.Module]) -> eqx.Module:
+    """Stack identical modules into one whose arrays have a leading axis `len(modules)`.
+
+    (Built one by one and stacked, rather than with `filter_vmap` over the constructor: the
+    random initialisers then compile once per shape, not once per batched shape.)
+    """
+    params = [eqx.filter(m, eqx.is_array) for m in modules]
+    static = eqx.filter(modules[0], eqx.is_array, inverse=True)
+    stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *params)
+    return eqx.combine(stacked, static)
+
+
 def _index_stack(stacked: eqx.Module, i: int, n: int) -> eqx.Module:
     i = check_int("i", i)
     if not -n <= i < n:
@@ -338,9 +350,9 @@ class HenonNet(AbstractFeedForwardIntegrator):
         self.activation = activation
         dtype = float_dtype(dtype)
         keys = jax.random.split(key, self.n_layers)
-        self.layers = eqx.filter_vmap(
-            lambda k: HenonLayer(self.dim, self.width, activation, key=k, dtype=dtype)
-        )(keys)
+        self.layers = _stack_modules(
+            [HenonLayer(self.dim, self.width, activation, key=k, dtype=dtype) for k in keys]
+        )
 
     def layer(self, i: int) -> HenonLayer:
         """The `i`-th Hénon layer (applied `i`-th, counting from 0) as a `HenonLayer`."""
