@@ -83,7 +83,9 @@ def _evaluate(
     method: str = "implicit_midpoint",
     key=None,
 ):
-    """`(metrics, rollout, states)`: `evaluate`'s dict plus the rollout and the reference."""
+    """`(metrics, rollout, states, series)`: `evaluate`'s dict, the rollout, the reference
+    states and, per invariant, its relative error over time (max over trajectories) along
+    the rollout and along the reference."""
     kind = _model_kind(model)
     states, dt = _reference_states(reference, dt)
     n_traj, N, d = states.shape
@@ -141,7 +143,10 @@ def _evaluate(
         start = ref_vals[:, :1]
         scale = float(np.max(np.abs(start)))
         scale = scale if scale > 0 else 1.0
-        series[name] = np.max(np.abs(pred_vals - start), axis=0) / scale
+        series[name] = {
+            "model": np.max(np.abs(pred_vals - start), axis=0) / scale,
+            "reference": np.max(np.abs(ref_vals - start), axis=0) / scale,
+        }
         drift[name] = float(np.max(np.abs(pred_vals - start)) / scale)
         ref_drift[name] = float(np.max(np.abs(ref_vals - start)) / scale)
 

@@ -224,7 +224,15 @@ def _deserialise(data: bytes, like, what: str):
             )
         return jnp.asarray(arr)
 
-    out = eqx.tree_deserialise_leaves(buf, like, filter_spec=read)
+    try:
+        out = eqx.tree_deserialise_leaves(buf, like, filter_spec=read)
+    except Exception as e:  # equinox wraps errors raised while reading a leaf
+        cause = e
+        while cause is not None and not isinstance(cause, PersistenceError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            raise PersistenceError(str(cause)) from None
+        raise PersistenceError(f"{what}: cannot read the arrays ({type(e).__name__}: {e})") from None
     if buf.tell() != len(data):
         raise PersistenceError(
             f"{what}: {len(data) - buf.tell()} bytes left over after reading every array"

@@ -1,0 +1,182 @@
+"""Tests for the `geomlearn` command: end to end on tiny configurations."""
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import pytest
+
+import geomlearn as gl
+from geomlearn import cli
+from geomlearn.io import register
+from geomlearn.models._base import AbstractFeedForwardIntegrator
+
+
+def strict_json(path):
+    def reject(token):
+        raise ValueError(f"non-standard JSON token {token}")
+
+    return json.loads(path.read_text(), parse_constant=reject)
+
+
+@pytest.fixture(scope="module")
+def pendulum_run(tmp_path_factory):
+    """`geomlearn train` with the default system and model, a few epochs."""
+    out = tmp_path_factory.mktemp("run") / "pendulum"
+    rc = cli.main(["train", "--epochs", "5", "--out", str(out)])
+    assert rc == 0
+    return out
+
+
+def test_train_writes_every_file(pendulum_run, capsys):
+    out = pendulum_run
+    for name in ("model.geomlearn", "run.json", "history.json", "metrics.json", "report.png"):
+        assert (out / name).is_file(), name
+    assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    metrics = strict_json(out / "metrics.json")
+    assert metrics["model"] == "GSympNet" and metrics["system"] == "Pendulum"
+    assert metrics["epochs"] == 5 and metrics["training_seconds"] > 0
+    assert set(metrics["trajectory_error"]) == {"1", "10", "100"}
+    assert "energy" in metrics["invariant_drift"]
+    assert metrics["structure_residual"]["symplecticity"] < 1e-12  # float64 in the test suite
+    history = strict_json(out / "history.json")
+    assert history["epoch"] == [1, 2, 3, 4, 5] and len(history["val_loss"]) == 5
+    run = strict_json(out / "run.json")
+    assert (run["system"], run["model"], run["epochs"]) == ("pendulum", "gsympnet", 5)
+    model = gl.load(out / "model.geomlearn")
+    assert isinstance(model, gl.GSympNet)
+    assert model.config()["n_layers"] == cli.MODELS["gsympnet"][1]["n_layers"]
+
+
+def test_evaluate_and_check_a_run(pendulum_run, capsys):
+    out = pendulum_run
+    before = strict_json(out / "metrics.json")
+    (out / "metrics.json").unlink()
+    assert cli.main(["evaluate", str(out)]) == 0
+    after = strict_json(out / "metrics.json")
+    assert after["trajectory_error"] == pytest.approx(before["trajectory_error"], rel=1e-12)
+    text = capsys.readouterr().out
+    assert "trajectory error" in text and "energy drift" in text
+    assert cli.main(["check", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "symplecticity" in text and "PASS" in text and "FAIL" not in text
+    # a model file works as well as a folder
+    assert cli.main(["check", str(out / "model.geomlearn"), "--points", "3"]) == 0
+
+
+@register
+class PretendSymplectic(AbstractFeedForwardIntegrator):
+    """Claims to be symplectic but scales by 1.01: `geomlearn check` must fail it."""
+
+    structure: ClassVar[str] = "symplectic"
+    dim: int = eqx.field(static=True)
+    w: jax.Array
+
+    def __init__(self, dim, *, key=None, dtype=None):
+        self.dim = dim
+        self.w = jnp.ones((), dtype=jnp.float64) * 1.01
+
+    def __call__(self, z, h=None):
+        return self.w.astype(z.dtype) * z
+
+
+def test_check_fails_a_model_that_breaks_its_claim(tmp_path, capsys):
+    gl.save(tmp_path / "model.geomlearn", PretendSymplectic(2))
+    assert cli.main(["check", str(tmp_path)]) == 1
+    text = capsys.readouterr().out
+    assert "FAIL" in text
+    gl.save(tmp_path / "model.geomlearn", gl.ResNet(2, width=3, depth=1, key=jax.random.PRNGKey(0)))
+    assert cli.main(["check", str(tmp_path)]) == 0  # claims nothing, so nothing fails
+    assert "not claimed" in capsys.readouterr().out
+
+
+def test_volume_preserving_transformer_on_the_rigid_body(tmp_path, capsys):
+    out = tmp_path / "vpt"
+    rc = cli.main(["train", "--system", "rigid_body", "--model", "vp-transformer",
+                   "--positional-encoding", "--n-trajectories", "5", "--epochs", "2",
+                   "--seq-length", "3", "--out", str(out)])
+    assert rc == 0
+    metrics = strict_json(out / "metrics.json")
+    assert set(metrics["invariant_drift"]) == {"energy", "casimir"}
+    assert set(metrics["structure_residual"]) == {"volume"}
+    assert metrics["structure_residual"]["volume"] < 1e-12
+    model = gl.load(out / "model.geomlearn")
+    assert model.positional_encoding is True
+    run = strict_json(out / "run.json")
+    assert run["seq_length"] == 3 and run["prediction_window"] == cli.DEFAULT_PREDICTION_WINDOW
+    assert cli.main(["check", str(out)]) == 0
+    assert "casimir drift" in capsys.readouterr().out
+
+
+def test_list_names_systems_models_and_structures(capsys):
+    assert cli.main(["list"]) == 0
+    text = capsys.readouterr().out
+    for name in ("pendulum", "rigid_body", "gsympnet", "vp-transformer", "resnet"):
+        assert name in text
+    line = next(l for l in text.splitlines() if l.strip().startswith("gsympnet"))
+    assert "symplectic" in line and "rigid_body" not in line
+    line = next(l for l in text.splitlines() if l.strip().startswith("vp-feedforward"))
+    assert "volume" in line and "rigid_body" in line
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--model", "sympnet9"], "unknown model 'sympnet9'; valid models: gsympnet, "),
+        (["train", "--system", "moon"], "unknown system 'moon'; valid systems: "),
+        (["train", "--system", "rigid_body"], "GSympNet is symplectic.*3-dimensional.*not canonical"),
+        (["train", "--system", "rigid_body", "--model", "hnn"], "Hamiltonian"),
+        (["train", "--seq-length", "3"], "--seq-length applies to transformer models only"),
+        (["train", "--positional-encoding"], "--positional-encoding applies to transformer"),
+        (["train", "--model", "transformer", "--seq-length", "3", "--prediction-window", "4"],
+         "between 1 and --seq-length=3"),
+        (["evaluate", "/no/such/dir"], "no model.geomlearn"),
+    ],
+)
+def test_user_errors(argv, message, capsys, tmp_path):
+    assert cli.main(argv + (["--out", str(tmp_path / "o")] if argv[0] == "train" else [])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("geomlearn: error: ")
+    import re
+
+    assert re.search(message, err), err
+    assert not (tmp_path / "o").exists()  # nothing written for a rejected command
+
+
+def test_class_names_are_accepted_and_usage_errors_return_2(capsys):
+    assert cli._resolve_model("GSympNet") == "gsympnet"
+    assert cli._resolve_model("VolumePreservingTransformer") == "vp-transformer"
+    assert cli._resolve_system("rigid-body") == "rigid_body"
+    assert cli.main(["train", "--epochs", "many"]) == 2  # argparse's own message
+    assert "invalid int value" in capsys.readouterr().err
+    assert cli.main([]) == 2
+
+
+def test_missing_matplotlib_is_explained(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib → ImportError
+    out = tmp_path / "noplot"
+    assert cli.main(["train", "--epochs", "2", "--out", str(out)]) == 0
+    assert not (out / "report.png").exists() and (out / "metrics.json").exists()
+    assert 'pip install "geomlearn[plot]"' in capsys.readouterr().err
+
+
+def test_console_script_and_x64_in_a_fresh_process(tmp_path):
+    (script,) = [e for e in importlib.metadata.entry_points(group="console_scripts")
+                 if e.name == "geomlearn"]
+    assert script.value == "geomlearn.cli:main"
+    out = tmp_path / "x64"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run(
+        [sys.executable, "-m", "geomlearn.cli", "train", "--x64", "--epochs", "3", "--out", str(out)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert strict_json(out / "run.json")["dtype"] == "float64"
+    assert gl.load(out / "model.geomlearn").config()["dtype"] == jnp.float64
+    assert "GSympNet on Pendulum" in proc.stdout and "wrote" in proc.stdout

@@ -1,0 +1,126 @@
+"""Tests for geomlearn.evaluate: exact values on a model with a known flow, every field."""
+
+import json
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import geomlearn as gl
+from geomlearn.evaluation import default_horizons
+from geomlearn.models._base import AbstractFeedForwardIntegrator
+from geomlearn.systems import HarmonicOscillator, RigidBody
+
+from _tiny_models import TinyHamiltonian, TinyWindow
+
+DT = 0.1
+
+
+class ScaledRotation(AbstractFeedForwardIntegrator):
+    """z ↦ s R(θ) z: the exact harmonic-oscillator flow over θ when s = 1."""
+
+    structure: ClassVar[str] = "symplectic"
+    dim: int = eqx.field(static=True)
+    theta: float = eqx.field(static=True)
+    s: jax.Array
+
+    def __init__(self, dim=2, theta=DT, *, scale=1.0, key=None, dtype=None):
+        self.dim, self.theta = dim, theta
+        self.s = jnp.asarray(scale, dtype=jnp.float64)
+
+    def __call__(self, z, h=None):
+        c, s = np.cos(self.theta), np.sin(self.theta)
+        R = jnp.asarray(np.array([[c, s], [-s, c]]), dtype=z.dtype)
+        return self.s.astype(z.dtype) * (R @ z)
+
+
+def exact_reference(n_steps=50):
+    z0 = np.array([[1.0, 0.0], [0.3, -0.8]])
+    t = np.arange(n_steps + 1) * DT
+    q = z0[:, :1] * np.cos(t) + z0[:, 1:] * np.sin(t)
+    p = z0[:, 1:] * np.cos(t) - z0[:, :1] * np.sin(t)
+    return gl.TrajectoryData(jnp.asarray(np.stack([q, p], axis=-1)), DT)
+
+
+def test_exact_model_has_zero_error_and_drift():
+    ref = exact_reference()
+    metrics = gl.evaluate(ScaledRotation(), HarmonicOscillator(), ref)
+    json.dumps(metrics)
+    assert set(metrics["trajectory_error"]) == {"1", "10", "50"}
+    assert max(metrics["trajectory_error"].values()) < 1e-13
+    assert metrics["invariant_drift"]["energy"] < 1e-13
+    assert metrics["reference_invariant_drift"]["energy"] < 1e-13
+    assert metrics["structure_residual"]["symplecticity"] < 1e-14
+    assert metrics["structure_residual"]["volume"] < 1e-14
+    assert metrics["rollout_states_per_second"] > 0
+    assert metrics["reference_states_per_second"] > 0
+    assert metrics["reference_method"] == "implicit_midpoint"
+    assert (metrics["model"], metrics["system"], metrics["structure"]) == (
+        "ScaledRotation", "HarmonicOscillator", "symplectic")
+    assert (metrics["n_trajectories"], metrics["n_steps"], metrics["dt"]) == (2, 50, DT)
+
+
+def test_known_errors_of_a_scaled_rotation():
+    s, N = 1.001, 50
+    ref = exact_reference(N)
+    metrics = gl.evaluate(ScaledRotation(scale=s), HarmonicOscillator(), ref, horizons=[1, 7, N])
+    # H(s^n R^n z0) = s^{2n} H(z0): the largest relative drift is s^{2N} - 1
+    np.testing.assert_allclose(metrics["invariant_drift"]["energy"], s ** (2 * N) - 1, rtol=1e-10)
+    # every rollout state is s^n times the exact one: |err_n| = (s^n - 1)|z_n| with |z_n| = |z_0|
+    n = np.arange(N + 1)
+    norms = np.sum(np.asarray(ref.states[:, 0]) ** 2)
+    for k in (1, 7, N):
+        expected = np.sqrt(np.sum((s ** n[: k + 1] - 1) ** 2) / (k + 1))
+        np.testing.assert_allclose(metrics["trajectory_error"][str(k)], expected, rtol=1e-9)
+    # M = s R: MᵀJM = s² J, det M = s²
+    np.testing.assert_allclose(metrics["structure_residual"]["symplecticity"], s**2 - 1, rtol=1e-9)
+    np.testing.assert_allclose(metrics["structure_residual"]["volume"], s**2 - 1, rtol=1e-9)
+    assert norms > 0
+
+
+def test_array_reference_and_dt(key):
+    ref = exact_reference(20)
+    metrics = gl.evaluate(ScaledRotation(), HarmonicOscillator(), ref.states)
+    assert metrics["dt"] is None and metrics["reference_states_per_second"] is None
+    single = gl.evaluate(ScaledRotation(), HarmonicOscillator(), ref.states[0], dt=DT)
+    assert single["n_trajectories"] == 1 and single["reference_states_per_second"] > 0
+    with pytest.raises(ValueError, match="disagrees"):
+        gl.evaluate(ScaledRotation(), HarmonicOscillator(), ref, dt=0.2)
+    with pytest.raises(ValueError, match="beyond the reference's 20 steps"):
+        gl.evaluate(ScaledRotation(), HarmonicOscillator(), ref, horizons=[21])
+    with pytest.raises(ValueError, match="dimensions disagree"):
+        gl.evaluate(ScaledRotation(), RigidBody(), ref)
+    assert default_horizons(1000) == [1, 10, 100, 1000]
+    assert default_horizons(250) == [1, 10, 100, 250]
+
+
+def test_rigid_body_invariants_and_volume(key):
+    rb = RigidBody()
+    ref = gl.TrajectoryData.from_system(rb, rb.default_initial_conditions(), 0.2, 30)
+    model = gl.VolumePreservingFeedForward(3, key=key())
+    metrics = gl.evaluate(model, rb, ref)
+    assert set(metrics["invariant_drift"]) == {"energy", "casimir"}
+    assert metrics["reference_invariant_drift"]["casimir"] < 1e-12  # midpoint keeps |z|²
+    assert set(metrics["structure_residual"]) == {"volume"}  # odd dimension: no symplecticity
+    assert metrics["structure_residual"]["volume"] < 1e-12
+    assert metrics["structure"] == "volume"
+
+
+def test_transformer_and_hamiltonian_network(key):
+    ref = exact_reference(12)
+    tr = TinyWindow(2, key=key())
+    with pytest.raises(ValueError, match="seq_length"):
+        gl.evaluate(tr, HarmonicOscillator(), ref)
+    metrics = gl.evaluate(tr, HarmonicOscillator(), ref, seq_length=4, prediction_window=2,
+                          horizons=[3, 12])
+    assert metrics["trajectory_error"]["3"] == 0.0  # the first T = 4 states are given
+    assert metrics["trajectory_error"]["12"] > 0.0
+    assert metrics["structure_residual"]["volume"] > 1e-6  # an unconstrained window map
+    hnn = TinyHamiltonian(2, key=key())
+    metrics = gl.evaluate(hnn, HarmonicOscillator(), ref)
+    # the implicit midpoint step of a Hamiltonian field is symplectic (to the solver's accuracy)
+    assert metrics["structure_residual"]["symplecticity"] < 1e-10
+    assert metrics["trajectory_error"]["12"] < 0.2

@@ -1,0 +1,406 @@
+"""Tests for geomlearn.fit: losses go down, one compile per run, devices, checkpoints."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import geomlearn as gl
+from geomlearn import io as gio
+from geomlearn import training
+from geomlearn._progress import ProgressBar
+from geomlearn.training import NonFiniteLossError, _default_learning_rate
+
+from _tiny_models import TinyHamiltonian, TinyResidual, TinyShear, TinyWindow
+
+HERE = pathlib.Path(__file__).parent
+
+
+def rotation_pairs(key, n=48, dtype=jnp.float64, theta=0.2):
+    """One-step pairs of a rotation of the phase plane (the harmonic oscillator flow)."""
+    c, s = np.cos(theta), np.sin(theta)
+    R = jnp.asarray(np.array([[c, s], [-s, c]]), dtype=dtype)
+    x = jax.random.normal(key, (n, 2), dtype)
+    return x, x @ R.T
+
+
+def rotation_data(key, n_traj=4, n_steps=30, dt=0.1):
+    c, s = np.cos(dt), np.sin(dt)
+    R = np.array([[c, s], [-s, c]])
+    z = np.asarray(jax.random.normal(key, (n_traj, 2)))
+    states = [z]
+    for _ in range(n_steps):
+        z = z @ R.T
+        states.append(z)
+    return gl.TrajectoryData(jnp.asarray(np.stack(states, axis=1)), dt)
+
+
+def params_equal(a, b):
+    la = jax.tree_util.tree_leaves(eqx.filter(a, eqx.is_inexact_array))
+    lb = jax.tree_util.tree_leaves(eqx.filter(b, eqx.is_inexact_array))
+    return len(la) == len(lb) and all(
+        x.dtype == y.dtype and bool(jnp.array_equal(x, y)) for x, y in zip(la, lb)
+    )
+
+
+# ------------------------------------------------------------------ losses go down
+
+
+def test_fit_lowers_the_loss_on_pairs(key, dtype):
+    x, y = rotation_pairs(key(), dtype=dtype)
+    model = TinyShear(2, key=key(), dtype=dtype)
+    trained, history = gl.fit(model, (x, y), epochs=60, batch_size=16, key=key(), progress=False)
+    assert set(history) == {"epoch", "loss", "val_loss", "learning_rate", "time"}
+    assert history["epoch"] == list(range(1, 61))
+    assert all(len(v) == 60 for v in history.values())
+    assert history["val_loss"] == [None] * 60
+    assert history["loss"][-1] < 0.3 * history["loss"][0]
+    assert trained.K.dtype == jnp.dtype(dtype)
+    assert np.all(np.diff(history["time"]) >= 0)
+    # the loss in the history is the mean relative error over the minibatches
+    pred = jax.vmap(trained)(x)
+    final = float(jnp.linalg.norm(pred - y) / jnp.linalg.norm(y))
+    assert final < 0.3 * history["loss"][0]
+    json.dumps(history)  # JSON-serialisable as it is
+
+
+def test_fit_transformer_counts_only_the_last_pw_rows(key):
+    traj = jax.random.normal(key(), (6, 20, 2))
+    T, pw = 4, 2
+    X = jnp.stack([traj[:, i : i + T] for i in range(14)], axis=1).reshape(-1, T, 2)
+    Y = jnp.stack([traj[:, i + pw : i + pw + T] for i in range(14)], axis=1).reshape(-1, T, 2)
+    shapes = []
+
+    def loss(pred, target):
+        shapes.append((pred.shape, target.shape))
+        return jnp.mean((pred - target) ** 2)
+
+    model = TinyWindow(2, key=key())
+    trained, history = gl.fit(
+        model, (X, Y), epochs=3, batch_size=21, prediction_window=pw, loss=loss,
+        val_data=(X[:10], Y[:10]), key=key(), progress=False,
+    )
+    assert shapes[0] == ((21, pw, 2), (21, pw, 2))  # training batches
+    assert shapes[1] == ((10, pw, 2), (10, pw, 2))  # validation set
+    assert all(v is not None for v in history["val_loss"])
+    # the last-pw-rows loss is the one reported for validation
+    pred = jax.vmap(trained)(X[:10])[:, T - pw :]
+    expected = float(jnp.mean((pred - Y[:10, T - pw :]) ** 2))
+    np.testing.assert_allclose(history["val_loss"][-1], expected, rtol=1e-12)
+
+
+def test_fit_transformer_from_trajectory_data(key):
+    data = rotation_data(key(), n_traj=3, n_steps=20)
+    model = TinyWindow(2, key=key())
+    with pytest.raises(ValueError, match="seq_length"):
+        gl.fit(model, data, epochs=1, key=key(), progress=False)
+    trained, history = gl.fit(
+        model, data, epochs=40, seq_length=3, prediction_window=1, batch_size=16,
+        key=key(), progress=False,
+    )
+    assert history["loss"][-1] < 0.5 * history["loss"][0]
+
+
+def test_fit_hamiltonian_network_midpoint_and_vector_field(key):
+    data = rotation_data(key(), n_traj=4, n_steps=20, dt=0.1)
+    model = TinyHamiltonian(2, key=key())
+    trained, history = gl.fit(model, data, epochs=60, key=key(), progress=False)
+    assert history["loss"][-1] < 0.5 * history["loss"][0]
+    # vector-field regression: the harmonic oscillator field (p, -q)
+    z = jax.random.normal(key(), (40, 2))
+    zdot = jnp.stack([z[:, 1], -z[:, 0]], axis=1)
+    _, history = gl.fit(model, (z, zdot), epochs=60, loss="mse", key=key(), progress=False)
+    assert history["loss"][-1] < 0.5 * history["loss"][0]
+
+
+def test_fit_mse_loss_value(key):
+    x, y = rotation_pairs(key(), n=8)
+    model = TinyResidual(2, key=key())
+    opt = optax.sgd(0.0)  # no change: the reported loss is the loss of the initial model
+    _, history = gl.fit(model, (x, y), epochs=1, optimizer=opt, loss="mse", key=key(), progress=False)
+    expected = float(jnp.mean((jax.vmap(model)(x) - y) ** 2))
+    np.testing.assert_allclose(history["loss"][0], expected, rtol=1e-12)
+    assert history["learning_rate"] == [None]  # not exposed by plain optax.sgd
+
+
+# ------------------------------------------------------------------ one compile per run
+
+
+def test_no_recompilation_between_epochs(key):
+    x, y = rotation_pairs(key())
+    model = TinyShear(2, key=key())
+    counts = {}
+
+    def run(epochs):
+        traces = []
+
+        def loss(pred, target):
+            traces.append(1)  # runs only while tracing
+            return jnp.mean((pred - target) ** 2)
+
+        gl.fit(model, (x, y), epochs=epochs, batch_size=8, loss=loss, val_data=(x, y),
+               key=key(), progress=False)
+        counts[epochs] = len(traces)
+
+    run(1)
+    run(7)
+    # one trace of the training epoch + one of the validation loss, whatever the epochs
+    assert counts[1] == counts[7] == 2
+
+
+# ------------------------------------------------------------------ default optimiser
+
+
+def test_default_optimizer_decays_over_the_planned_updates(key):
+    K = 37
+    opt = training.default_optimizer(K)
+    params = {"w": jnp.ones(3)}
+    grads = {"w": jnp.asarray([0.5, -2.0, 1.0])}
+    adam = optax.scale_by_adam()
+    with jax.numpy_dtype_promotion("standard"):  # optax itself is not strict-clean
+        direction, _ = adam.update(grads, adam.init(params), params)
+        state = opt.init(params)
+    for k in (0, 5, 18, 36, 50):
+        with jax.numpy_dtype_promotion("standard"):
+            updates, new_state = opt.update(grads, state._replace(count=jnp.asarray(k, jnp.int32)))
+        lr = _default_learning_rate(k, K)
+        np.testing.assert_allclose(updates["w"], -lr * direction["w"], rtol=1e-12)
+        assert int(new_state.count) == k + 1
+    assert _default_learning_rate(0, K) == pytest.approx(1e-2, rel=1e-12)
+    assert _default_learning_rate(K - 1, K) == pytest.approx(1e-6, rel=1e-12)
+    assert _default_learning_rate(K + 10, K) == pytest.approx(1e-6, rel=1e-12)
+    x, y = rotation_pairs(key(), n=40)
+    _, history = gl.fit(TinyShear(2, key=key()), (x, y), epochs=10, batch_size=10,
+                        key=key(), progress=False)
+    lr = history["learning_rate"]
+    assert lr[0] == pytest.approx(1e-2)
+    assert np.all(np.diff(lr) < 0)
+    # 10 epochs × 4 batches: the last epoch starts at update 36 of 40 (index 39 is 1e-6)
+    assert lr[-1] == pytest.approx(1e-2 * 1e-4 ** (36 / 39))
+
+
+def test_custom_optimizer_with_injected_learning_rate(key):
+    x, y = rotation_pairs(key(), n=16)
+    opt = optax.inject_hyperparams(optax.sgd)(learning_rate=0.05)
+    _, history = gl.fit(TinyShear(2, key=key()), (x, y), epochs=2, optimizer=opt,
+                        key=key(), progress=False)
+    assert history["learning_rate"] == [pytest.approx(0.05)] * 2
+
+
+# ------------------------------------------------------------------ many devices
+
+DEVICE_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {tests!r})
+    import jax, jax.numpy as jnp, numpy as np
+    jax.config.update("jax_enable_x64", True)
+    import geomlearn as gl
+    from _tiny_models import TinyShear
+
+    calls = []
+    original = jax.lax.with_sharding_constraint
+    def counting(x, s):
+        calls.append(s)
+        return original(x, s)
+    jax.lax.with_sharding_constraint = counting
+
+    x = jax.random.normal(jax.random.PRNGKey(0), (60, 2))
+    y = x[:, ::-1] * jnp.asarray([1.0, -1.0])
+    model = TinyShear(2, key=jax.random.PRNGKey(1))
+    trained, history = gl.fit(model, (x, y), epochs=4, batch_size=12,
+                              key=jax.random.PRNGKey(2), progress=False, val_data=(x, y))
+    leaves = [np.asarray(a).tolist() for a in jax.tree_util.tree_leaves(trained)]
+    print("RESULT", __import__("json").dumps(dict(
+        devices=len(jax.devices()), n_devices_of_params=len(trained.K.sharding.device_set),
+        constraints=len(calls), loss=history["loss"], val=history["val_loss"], leaves=leaves)))
+    """
+)
+
+
+def run_devices(n):
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={n}"
+    env["JAX_PLATFORMS"] = "cpu"
+    out = subprocess.run(
+        [sys.executable, "-c", DEVICE_SCRIPT.format(tests=str(HERE))],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    line = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+def test_data_parallel_on_four_devices_matches_one():
+    one, four = run_devices(1), run_devices(4)
+    assert one["devices"] == 1 and four["devices"] == 4
+    assert four["n_devices_of_params"] == 4  # replicated parameters
+    assert one["constraints"] == 0 and four["constraints"] > 0  # batches sharded
+    np.testing.assert_allclose(four["loss"], one["loss"], rtol=1e-12)
+    np.testing.assert_allclose(four["val"], one["val"], rtol=1e-12)
+    for a, b in zip(four["leaves"], one["leaves"]):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)
+
+
+# ------------------------------------------------------------------ checkpoints
+
+
+def test_resume_equals_uninterrupted_bit_for_bit(key, tmp_path):
+    x, y = rotation_pairs(key(), n=40)
+    model = TinyShear(2, key=key())
+    k = key()
+    common = dict(epochs=6, batch_size=8, key=k, progress=False, val_data=(x, y))
+    full, full_hist = gl.fit(model, (x, y), checkpoint=tmp_path / "a.ckpt", **common)
+
+    def interrupt(epoch, model, history):
+        if epoch == 3:
+            raise KeyboardInterrupt
+
+    with pytest.warns(RuntimeWarning, match="interrupted after epoch 3"):
+        part, part_hist = gl.fit(model, (x, y), checkpoint=tmp_path / "b.ckpt",
+                                 checkpoint_every=100, callback=interrupt, **common)
+    assert part_hist["epoch"] == [1, 2, 3]
+    assert params_equal(part, gl.load(tmp_path / "b.ckpt"))  # Ctrl-C saved the state
+    resumed, hist = gl.fit(model, (x, y), checkpoint=tmp_path / "b.ckpt", resume=True, **common)
+    assert params_equal(resumed, full)
+    assert not params_equal(part, full)
+    for name in ("epoch", "loss", "val_loss", "learning_rate"):
+        assert hist[name] == full_hist[name]
+    # the final checkpoint holds the final model
+    assert params_equal(gl.load(tmp_path / "a.ckpt"), full)
+    # resuming a finished run returns it unchanged
+    again, hist2 = gl.fit(model, (x, y), checkpoint=tmp_path / "a.ckpt", resume=True, **common)
+    assert params_equal(again, full) and hist2["loss"] == full_hist["loss"]
+
+
+def test_resume_rejects_a_different_setup(key, tmp_path):
+    x, y = rotation_pairs(key(), n=40)
+    path = tmp_path / "c.ckpt"
+    gl.fit(TinyShear(2, key=key()), (x, y), epochs=1, key=key(), checkpoint=path, progress=False)
+    with pytest.raises(ValueError, match="different model"):
+        gl.fit(TinyShear(2, width=3, key=key()), (x, y), epochs=2, key=key(),
+               checkpoint=path, resume=True, progress=False)
+    with pytest.raises(ValueError, match="batch_size"):
+        gl.fit(TinyShear(2, key=key()), (x, y), epochs=2, batch_size=20, key=key(),
+               checkpoint=path, resume=True, progress=False)
+    # no checkpoint yet: resume=True starts afresh
+    _, h = gl.fit(TinyShear(2, key=key()), (x, y), epochs=2, key=key(),
+                  checkpoint=tmp_path / "new.ckpt", resume=True, progress=False)
+    assert h["epoch"] == [1, 2]
+
+
+def test_checkpoints_are_written_every_n_epochs(key, tmp_path):
+    x, y = rotation_pairs(key(), n=16)
+    path = tmp_path / "d.ckpt"
+    seen = []
+
+    def record(epoch, model, history):
+        header, _ = gio._read_container(path) if path.exists() else ({"epoch": None}, None)
+        seen.append(header["epoch"])
+
+    gl.fit(TinyShear(2, key=key()), (x, y), epochs=7, key=key(), checkpoint=path,
+           checkpoint_every=3, callback=record, progress=False)
+    assert seen == [None, None, 3, 3, 3, 6, 7]
+    assert gio._read_container(path)[0]["epoch"] == 7
+    assert [p.name for p in tmp_path.iterdir()] == ["d.ckpt"]  # no temporary files left
+
+
+def test_non_finite_loss_names_the_epoch_and_keeps_the_last_good_checkpoint(key, tmp_path):
+    x, y = rotation_pairs(key(), n=16)
+    path = tmp_path / "e.ckpt"
+    # an ordinary step size for three updates, then an absurd one that overflows
+    opt = optax.sgd(lambda count: jnp.where(count >= 3, jnp.inf, 1e-3))
+    with pytest.raises(NonFiniteLossError, match=r"parameters became non-finite.* at epoch 4.*keeps the last good state \(epoch 3\)"):
+        gl.fit(TinyResidual(2, key=key()), (x, y), epochs=10, optimizer=opt, key=key(),
+               checkpoint=path, checkpoint_every=1, progress=False)
+    header, _ = gio._read_container(path)
+    assert header["epoch"] == 3
+    restored = gl.load(path)
+    assert all(bool(jnp.all(jnp.isfinite(a))) for a in jax.tree_util.tree_leaves(restored))
+    # NaN in the data: the first epoch already fails
+    bad = x.at[3, 0].set(jnp.nan)
+    with pytest.raises(FloatingPointError, match="loss became nan at epoch 1"):
+        gl.fit(TinyResidual(2, key=key()), (bad, y), epochs=3, key=key(), progress=False)
+
+
+def test_interrupt_without_checkpoint_returns_the_model(key):
+    x, y = rotation_pairs(key(), n=16)
+
+    def stop(epoch, model, history):
+        if epoch == 2:
+            raise KeyboardInterrupt
+
+    with pytest.warns(RuntimeWarning, match="interrupted after epoch 2 of 5"):
+        model, hist = gl.fit(TinyShear(2, key=key()), (x, y), epochs=5, key=key(),
+                             callback=stop, progress=False)
+    assert hist["epoch"] == [1, 2] and isinstance(model, TinyShear)
+
+
+def test_callback_can_stop_early(key):
+    x, y = rotation_pairs(key(), n=16)
+    _, hist = gl.fit(TinyShear(2, key=key()), (x, y), epochs=10, key=key(), progress=False,
+                     callback=lambda epoch, model, history: epoch >= 4)
+    assert hist["epoch"] == [1, 2, 3, 4]
+
+
+# ------------------------------------------------------------------ errors, progress
+
+
+def test_fit_argument_errors(key):
+    x, y = rotation_pairs(key(), n=16)
+    model = TinyShear(2, key=key())
+    with pytest.raises(ValueError, match="batch_size must be at most the number of samples 16"):
+        gl.fit(model, (x, y), epochs=1, batch_size=17, key=key(), progress=False)
+    with pytest.raises(ValueError, match="unknown loss 'l1'"):
+        gl.fit(model, (x, y), epochs=1, loss="l1", key=key(), progress=False)
+    with pytest.raises(ValueError, match="epochs must be >= 1"):
+        gl.fit(model, (x, y), epochs=0, key=key(), progress=False)
+    with pytest.raises(ValueError, match=r"\(M, 2\)"):
+        gl.fit(model, (x[:, None], y[:, None]), epochs=1, key=key(), progress=False)
+    with pytest.raises(ValueError, match="transformer integrators only"):
+        gl.fit(model, (x, y), epochs=1, prediction_window=2, key=key(), progress=False)
+    with pytest.raises(TypeError, match="TrajectoryData or a tuple"):
+        gl.fit(model, x, epochs=1, key=key(), progress=False)
+    with pytest.raises(ValueError, match="resume=True needs a checkpoint"):
+        gl.fit(model, (x, y), epochs=1, resume=True, key=key(), progress=False)
+
+
+def test_progress_bar_only_on_a_terminal(key, capsys):
+    x, y = rotation_pairs(key(), n=16)
+    gl.fit(TinyShear(2, key=key()), (x, y), epochs=3, key=key(), progress=True)
+    assert capsys.readouterr().err == ""  # pytest's stderr is not a TTY
+
+    class Terminal:
+        def __init__(self):
+            self.text = ""
+
+        def isatty(self):
+            return True
+
+        def write(self, s):
+            self.text += s
+
+        def flush(self):
+            pass
+
+    term = Terminal()
+    bar = ProgressBar(3, stream=term)
+    for epoch in (1, 2, 3):
+        bar.update(epoch, 0.5 / epoch, 0.25)
+    bar.close()
+    assert "epoch 3/3" in term.text and "loss 1.667e-01" in term.text
+    assert "val 2.500e-01" in term.text and "epochs/s" in term.text
+    silent = Terminal()
+    bar = ProgressBar(3, stream=silent, enabled=False)
+    bar.update(1, 0.5, None)
+    bar.close()
+    assert silent.text == ""
