@@ -406,7 +406,8 @@ class HenonHeiles(AbstractSeparableSystem):
 
     State `z = (x, y, p_x, p_y)`, `dim = 4`, and
 
-    $$H = \tfrac12 (p_x^2 + p_y^2) + \tfrac12 (x^2 + y^2) + \lambda\left(x^2 y - \tfrac{y^3}{3}\right).$$
+    $$H = \tfrac12 (p_x^2 + p_y^2) + \tfrac12 (x^2 + y^2)
+    + \lambda\left(x^2 y - \tfrac{y^3}{3}\right).$$
 
     Orbits are bounded for energies below the escape energy $1/(6\lambda^2)$; near it,
     they are largely chaotic.
