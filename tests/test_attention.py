@@ -304,15 +304,16 @@ def test_jit_vmap_grad_dtype(make, dtype, key, rng, tol):
     out = layer(Zs[0])
     assert out.shape == (3, 4) and out.dtype == dtype
     close = dict(rtol=tol(dtype), atol=tol(dtype))
-    np.testing.assert_allclose(eqx.filter_jit(layer)(Zs[0]), out, **close)
 
     def loss(m):
         return jnp.sum(jax.vmap(m)(Zs) ** 2)
 
     def program(m, Zs):
-        return jax.vmap(m)(Zs), jnp.stack([m(Z) for Z in Zs]), eqx.filter_grad(loss)(m)
+        grads = eqx.filter_grad(loss)(m)
+        return m(Zs[0]), jax.vmap(m)(Zs), jnp.stack([m(Z) for Z in Zs]), grads
 
-    batched, looped, g = run_compiled(program, layer, Zs)
+    jitted, batched, looped, g = run_compiled(program, layer, Zs)
+    np.testing.assert_allclose(jitted, out, **close)  # jit == eager
     np.testing.assert_allclose(batched, looped, **close)
     leaves = [leaf for leaf in jax.tree_util.tree_leaves(g) if eqx.is_inexact_array(leaf)]
     assert leaves and all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in leaves)

@@ -6,11 +6,11 @@ position and momentum halves, $Z = [\,Q \mid P\,]$ with $Q, P \in \mathbb{R}^{T 
 $d = 2n$, and are exactly symplectic in the product-space sense (the Jacobian on the
 flattened window preserves $\Omega = I_T \otimes \mathbb{J}$; see `geomlearn.geometry`):
 
-- [`LinearSymplecticAttentionQ`][geomlearn.LinearSymplecticAttentionQ] /
-  [`…P`][geomlearn.LinearSymplecticAttentionP]: $Q \leftarrow Q + A P$ with a learned
+- [`LinearSymplecticAttentionQ`][geomlearn.layers.LinearSymplecticAttentionQ] /
+  [`…P`][geomlearn.layers.LinearSymplecticAttentionP]: $Q \leftarrow Q + A P$ with a learned
   *symmetric* $T \times T$ matrix $A$ (a linear shear of the product space);
-- [`SymplecticAttentionQ`][geomlearn.SymplecticAttentionQ] /
-  [`…P`][geomlearn.SymplecticAttentionP]: $Q \leftarrow Q + \nabla_P F(P)$ with a
+- [`SymplecticAttentionQ`][geomlearn.layers.SymplecticAttentionQ] /
+  [`…P`][geomlearn.layers.SymplecticAttentionP]: $Q \leftarrow Q + \nabla_P F(P)$ with a
   "matrix-softmax" potential $F$ (a nonlinear shear).
 
 A shear $Q \leftarrow Q + \nabla_P G(P)$ by the gradient of *any* scalar $G$ of the other
@@ -18,7 +18,7 @@ half is symplectic: its Jacobian is $\begin{pmatrix} I & \nabla^2 G \\ 0 & I\end
 (in $(Q, P)$ coordinates) with a symmetric Hessian $\nabla^2 G$. Both symplectic layer
 pairs are of this form; the linear one has $G(P) = \tfrac12 \operatorname{tr}(P^\top A P)$.
 
-[`MultiHeadAttention`][geomlearn.MultiHeadAttention] is the standard softmax attention
+[`MultiHeadAttention`][geomlearn.layers.MultiHeadAttention] is the standard softmax attention
 (Vaswani et al., 2017). It preserves no structure.
 """
 
@@ -251,7 +251,7 @@ class LinearSymplecticAttentionQ(_LinearSymplecticAttention):
 class LinearSymplecticAttentionP(_LinearSymplecticAttention):
     r"""Linear symplectic attention, $P$ update: $P \leftarrow P + A Q$, $A = A^\top$.
 
-    The mirror image of [`LinearSymplecticAttentionQ`][geomlearn.LinearSymplecticAttentionQ]
+    The mirror image of [`LinearSymplecticAttentionQ`][geomlearn.layers.LinearSymplecticAttentionQ]
     (see there): a shear of the momenta by the gradient of
     $G(Q) = \tfrac12 \operatorname{tr}(Q^\top A Q)$, exactly symplectic on the product
     space, with $T(T+1)/2$ parameters.
@@ -395,13 +395,13 @@ class SymplecticAttentionP(_SymplecticAttention):
     by the gradient of a scalar potential of the positions.
 
     Everything else (the potential $F$, its gradient, the design choices) is as for
-    [`SymplecticAttentionQ`][geomlearn.SymplecticAttentionQ], with $X = Q$:
+    [`SymplecticAttentionQ`][geomlearn.layers.SymplecticAttentionQ], with $X = Q$:
 
     $$P \leftarrow P + T\, W Q A, \qquad
       W = \operatorname{softmax}_{\text{all } T^2 \text{ entries}}(Q A Q^\top).$$
 
     **Arguments:** as for
-    [`SymplecticAttentionQ`][geomlearn.SymplecticAttentionQ].
+    [`SymplecticAttentionQ`][geomlearn.layers.SymplecticAttentionQ].
 
     **Call:** a window `Z` of shape `(T, dim)`, any `T ≥ 1`; returns the same shape and
     dtype.
