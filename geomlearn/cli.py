@@ -56,9 +56,9 @@ MODELS: dict[str, tuple[str, dict]] = {
     "henonnet": ("HenonNet", {"n_layers": 3, "width": 8}),
     "resnet": ("ResNet", {"width": 16, "depth": 2}),
     "hnn": ("HamiltonianNeuralNetwork", {"width": 16, "depth": 2}),
-    "vp-feedforward": ("VolumePreservingFeedForward", {"n_blocks": 2, "n_linear": 1}),
+    "vp-feedforward": ("VolumePreservingFeedForward", {"n_blocks": 6, "n_linear": 1}),
     "transformer": ("Transformer", {"n_heads": 1, "L": 2, "n_blocks": 1}),
-    "vp-transformer": ("VolumePreservingTransformer", {"n_blocks": 2, "n_linear": 1, "L": 1}),
+    "vp-transformer": ("VolumePreservingTransformer", {"n_blocks": 6, "n_linear": 1, "L": 1}),
     "linear-symplectic-transformer": ("LinearSymplecticTransformer", {"n_sympnet": 2, "L": 1}),
     "symplectic-transformer": ("SymplecticTransformer", {"n_sympnet": 2, "L": 1}),
 }
@@ -160,8 +160,19 @@ def _dataset(system_name: str, system, *, n_trajectories, seed: int):
             raise CLIError("the pendulum data set has one trajectory; drop --n-trajectories")
         return train, test, "SympNets pendulum: train on 40 steps, evaluate on the next 100"
     if system_name == "rigid_body":
-        data = datasets.rigid_body_vpt()
         source = "volume-preserving transformer rigid body"
+        n = n_trajectories if n_trajectories is not None else DEFAULT_N_TRAJECTORIES[system_name]
+        z0 = datasets.rigid_body_vpt_initial_conditions()
+        if not 1 <= n <= z0.shape[0]:
+            raise CLIError(f"--n-trajectories must be between 1 and {z0.shape[0]}, got {n}")
+        if n == z0.shape[0]:
+            data = datasets.rigid_body_vpt()
+        else:  # integrate only the trajectories used, as rigid_body_vpt() does (dt 0.2, 100 steps)
+            idx = np.unique(np.linspace(0, z0.shape[0] - 1, n).round().astype(int))
+            data = TrajectoryData.from_system(
+                system, z0[idx], 0.2, 100, method="implicit_midpoint"
+            )
+        n_trajectories = None  # already selected
     elif system_name == "coupled_oscillator":
         data = datasets.coupled_oscillator_lst(jax.random.fold_in(key, 1))
         source = "linear symplectic transformer coupled oscillator"
@@ -170,7 +181,7 @@ def _dataset(system_name: str, system, *, n_trajectories, seed: int):
         data = TrajectoryData.from_system(system, z0, GENERIC_DT, GENERIC_STEPS)
         source = f"default initial conditions, dt={GENERIC_DT}, {GENERIC_STEPS} steps"
     n_total = data.n_trajectories
-    n = n_trajectories if n_trajectories is not None else DEFAULT_N_TRAJECTORIES.get(system_name)
+    n = n_trajectories
     if n is not None:
         if not 1 <= n <= n_total:
             raise CLIError(f"--n-trajectories must be between 1 and {n_total}, got {n}")
@@ -415,6 +426,10 @@ def _train(args) -> int:
                        f"{_fmt(metrics['final_val_loss'])}"),
     ]
     print(_summary(metrics, title=f"{cls.__name__} on {type(system).__name__}", extra=extra))
+    final = metrics["final_loss"]
+    if final is not None and final > 0.1:
+        print(f"  note: the training loss is still {_fmt(final)}; this run may be stuck in a poor "
+              "local minimum — try another --seed or more --epochs")
     print(f"  wrote {out}/ ({', '.join(wrote)}) in {total:.1f} s")
     return 0
 
@@ -432,7 +447,7 @@ def _default_batch(n_samples: int) -> int:
 def _default_epochs(kind: str, train, T: int) -> int:
     n = train.n_trajectories * train.n_steps
     if kind == "transformer":
-        return 200 if n <= 2000 else 20
+        return 200 if n <= 2000 else 50
     return 3000 if n <= 512 else 100
 
 

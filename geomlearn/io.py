@@ -28,7 +28,7 @@ of a skeleton rebuilt as `cls(**config, key=...)` (with `equinox.filter_eval_sha
 no parameters are initialised). The trailing checksum makes a truncated or corrupted
 file fail loudly. Any problem — bad magic, wrong version, checksum mismatch, unknown
 class, arrays that do not fit the skeleton, bytes left over — raises
-[`PersistenceError`][geomlearn.io.PersistenceError] (a `ValueError`) before anything is
+`geomlearn.io.PersistenceError` (a `ValueError`) before anything is
 returned, so there is never a half-loaded model. Files are written atomically: to a
 temporary file in the same folder, flushed to disk, then renamed over the target.
 
@@ -36,7 +36,7 @@ Training checkpoints (`geomlearn.fit(..., checkpoint=path)`) use the same contai
 a second section holding the optimiser state; `load` on a checkpoint returns its model.
 
 Classes are found by name among `geomlearn.models`; a model class defined elsewhere can
-be made loadable with [`register`][geomlearn.io.register].
+be made loadable with `geomlearn.io.register`.
 """
 
 from __future__ import annotations
@@ -343,7 +343,7 @@ def save(path: str | os.PathLike, model) -> pathlib.Path:
 
 
 def load(path: str | os.PathLike):
-    """Load a model saved by [`save`][geomlearn.io.save] (or the model of a checkpoint).
+    """Load a model saved by `geomlearn.save` (or the model of a checkpoint).
 
     **Arguments:**
 

@@ -19,7 +19,9 @@ a `jax.lax.scan` over the shuffled minibatches (a fresh permutation per epoch, d
 `fold_in(key, epoch)`), with the optimiser update inside the loop. There is no Python loop
 over batches, no host transfer per step, and no recompilation between epochs; the host
 reads back one number per epoch (the mean training loss), which also drives the progress
-bar, the history and the non-finite check.
+bar, the history and the non-finite check. Compiled epochs are cached: another `fit` of
+a model of the same structure, with the same optimiser update, loss and data sizes, does
+not compile again.
 
 **Many devices.** When `jax.devices()` lists more than one device, the parameters and the
 data are replicated on a one-axis `jax.sharding.Mesh` and every minibatch is sharded along
@@ -29,12 +31,15 @@ on all their devices. The result equals the one-device result to round-off.
 
 **Default optimiser.** `optimizer=None` is Adam with a learning rate decaying
 exponentially from $10^{-2}$ to $10^{-6}$ **over the planned training**:
-$\eta_k = 10^{-2}\,(10^{-4})^{k/K}$ for update $k$ of $K = \text{epochs} \times
-\text{batches per epoch}$, so the last update of the last epoch uses $10^{-6}$.
-GeometricMachineLearning.jl's exponential decay is also applied per batch step, but its
-rate is set from the number of *epochs*, so with many batches per epoch its learning rate
-reaches the final value long before training ends (after `epochs` steps, i.e. within the
-first epochs) and stays there; here the decay is spread over all `K` updates.
+$\eta_k = 10^{-2}\,(10^{-4})^{k/(K-1)}$ for update $k = 0, \dots, K-1$ of
+$K = \text{epochs} \times \text{batches per epoch}$, so the last update of the last epoch
+uses $10^{-6}$ (see `default_optimizer`).
+GeometricMachineLearning.jl's `AdamOptimizerWithDecay(n_epochs)` uses the rate
+$\gamma = (10^{-6}/10^{-2})^{1/n_\text{epochs}}$ but multiplies it in once per
+*optimiser step*, i.e. per minibatch: its learning rate is already $10^{-6}$ after
+`n_epochs` updates — within the first epochs when an epoch has many batches — and keeps
+shrinking below $10^{-6}$ for the rest of training. Here the decay is spread over all
+$K$ updates of the planned epochs and stops at $10^{-6}$.
 
 **Nothing lost.** With `checkpoint=path` the model, the optimiser state, the number of
 completed epochs, the key and the history are written atomically (temporary file, then
@@ -385,8 +390,9 @@ def fit(
     - `resume`: continue from `checkpoint` if that file exists (a fresh start otherwise,
       so a preemptible job can always pass `resume=True`). The model's class and
       configuration, the number of samples and the batch size must match the
-      checkpoint; the checkpoint's key is used. A default optimiser's schedule is
-      planned over `epochs`, so resume with the same `epochs` for an exact continuation.
+      checkpoint; the checkpoint's key is used, and the default optimiser keeps the
+      schedule it was planned with (stored in its state), so a resume with a larger
+      `epochs` trains on at $10^{-6}$.
     - `callback`: `callback(epoch, model, history)` after every epoch; return `True` to
       stop training early.
 
@@ -497,9 +503,11 @@ def fit(
     run_epoch = _compiled(_epoch, static, setup)
     val_loss_fn = _compiled(_val_loss, static, setup)
 
+    planned_steps = int(opt_state.total) if default_opt else None
+
     def learning_rate(state, step):
         if default_opt:
-            return _default_learning_rate(step, epochs * n_batches)
+            return _default_learning_rate(step, planned_steps)
         return _find_learning_rate(state)
 
     def save_checkpoint(p, s, done, hist):

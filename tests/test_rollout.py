@@ -11,7 +11,7 @@ import pytest
 import geomlearn as gl
 from geomlearn.models._base import AbstractFeedForwardIntegrator
 
-from _tiny_models import TinyHamiltonian, TinyResidual, TinyShear, TinyWindow
+from _tiny_models import TinyHamiltonian, TinyShear, TinyWindow
 
 
 def loop_feedforward(model, z0, n_points):
@@ -32,12 +32,13 @@ def loop_transformer(model, window, n_points, pw):
 
 def loop_midpoint(model, z0, n_points, dt):
     """The implicit midpoint rule, each step iterated to convergence."""
+    field = jax.jit(lambda z: model.vector_field(z))
     out = [z0]
     for _ in range(n_points - 1):
         z = out[-1]
         z1 = z
         for _ in range(100):
-            new = z + dt * model.vector_field(0.5 * (z + z1))
+            new = z + dt * field(0.5 * (z + z1))
             if float(jnp.max(jnp.abs(new - z1))) < 1e-15:
                 z1 = new
                 break
@@ -46,9 +47,8 @@ def loop_midpoint(model, z0, n_points, dt):
     return jnp.stack(out)
 
 
-@pytest.mark.parametrize("cls", [TinyShear, TinyResidual])
-def test_feedforward_matches_a_python_loop(cls, key, dtype, tol):
-    model = cls(2, key=key(), dtype=jnp.float64)
+def test_feedforward_matches_a_python_loop(key, dtype, tol):
+    model = TinyShear(2, key=key(), dtype=jnp.float64)
     z0 = jax.random.normal(key(), (2,), dtype)
     traj = gl.iterate(model, z0, 25)
     assert traj.shape == (25, 2) and traj.dtype == jnp.dtype(dtype)
@@ -60,18 +60,18 @@ def test_feedforward_matches_a_python_loop(cls, key, dtype, tol):
     assert trajs.shape == (3, 25, 2)
     for i in range(3):
         np.testing.assert_allclose(trajs[i], gl.iterate(model, batch[i], 25), rtol=tol(dtype), atol=tol(dtype))
-    assert gl.iterate(model, z0, 1).shape == (1, 2)
 
 
 def test_real_models_roll_out(key, tol):
     z0 = jnp.array([1.0, 0.0])
     for model in (gl.GSympNet(2, key=key()), gl.ResNet(2, width=4, depth=1, key=key())):
-        np.testing.assert_allclose(gl.iterate(model, z0, 12), loop_feedforward(model, z0, 12),
+        np.testing.assert_allclose(gl.iterate(model, z0, 6), loop_feedforward(model, z0, 6),
                                    rtol=tol(jnp.float64), atol=tol(jnp.float64))
+    assert gl.iterate(model, z0, 1).shape == (1, 2)  # only the initial state
     vpt = gl.VolumePreservingTransformer(3, key=key())
     window = jax.random.normal(key(), (3, 3))
-    np.testing.assert_allclose(gl.iterate(vpt, window, 10, prediction_window=2),
-                               loop_transformer(vpt, window, 10, 2), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gl.iterate(vpt, window, 7, prediction_window=2),
+                               loop_transformer(vpt, window, 7, 2), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("pw", [1, 2, 4])
@@ -95,8 +95,8 @@ def test_transformer_matches_a_python_loop(pw, key, tol):
 def test_hamiltonian_network_rolls_out_by_implicit_midpoint(key):
     model = TinyHamiltonian(2, key=key())
     z0 = jnp.array([0.8, -0.3])
-    traj = gl.iterate(model, z0, 30, dt=0.05)
-    np.testing.assert_allclose(traj, loop_midpoint(model, z0, 30, 0.05), rtol=1e-12, atol=1e-12)
+    traj = gl.iterate(model, z0, 20, dt=0.05)
+    np.testing.assert_allclose(traj, loop_midpoint(model, z0, 20, 0.05), rtol=1e-12, atol=1e-12)
     # implicit midpoint conserves the learned (here: nearly quadratic) energy well
     H = jax.vmap(model.hamiltonian)(traj)
     assert float(jnp.max(jnp.abs(H - H[0]))) < 1e-4
