@@ -428,8 +428,8 @@ def _train(args) -> int:
     print(_summary(metrics, title=f"{cls.__name__} on {type(system).__name__}", extra=extra))
     final = metrics["final_loss"]
     if final is not None and final > 0.1:
-        print(f"  note: the training loss is still {_fmt(final)}; this run may be stuck in a poor "
-              "local minimum — try another --seed or more --epochs")
+        print(f"  note: the training loss is still {_fmt(final)}: the model has not converged "
+              "(too few epochs, or a poor local minimum) — try more --epochs or another --seed")
     print(f"  wrote {out}/ ({', '.join(wrote)}) in {total:.1f} s")
     return 0
 
