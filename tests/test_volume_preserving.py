@@ -1,0 +1,810 @@
+"""Volume-preserving layers, the feed-forward network and the transformer.
+
+Every structure claim is checked with `geomlearn.geometry.volume_residual` at random
+inputs and random parameters (every parameter leaf redrawn), tight in float64, next to a
+negative control that must fail: a dense (non-triangular) shear for the layers and the
+"arbitrary" attention weighting for the attention and the transformer.
+
+Compile time dominates this file, so the structure checks go through a few jitted
+helpers that evaluate several maps in one compilation and are reused across parameter
+draws (the parameters are traced, not baked in).
+"""
+
+import itertools
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import geomlearn
+from geomlearn import (
+    PositionalEncoding,
+    VolumePreservingAttention,
+    VolumePreservingFeedForward,
+    VolumePreservingLowerLayer,
+    VolumePreservingTransformer,
+    VolumePreservingUpperLayer,
+    positional_encoding,
+)
+from geomlearn.geometry import jacobian, volume_residual
+from geomlearn.layers import volume_preserving as vp_layers
+from geomlearn.models import AbstractFeedForwardIntegrator, AbstractTransformerIntegrator
+
+WINDOW_LENGTHS = (1, 2, 3, 5, 8)
+DIMS = (2, 3, 4, 6)
+F32_STRUCTURE = 1e-4  # the issue's float32 bound for |det J - 1|
+LAYERS = (VolumePreservingLowerLayer, VolumePreservingUpperLayer)
+
+# Cheaper code generation for the many one-off test programs (the arithmetic is the
+# same; only LLVM's optimisation effort is reduced).
+_FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+def fast_jit(fn):
+    return jax.jit(fn, compiler_options=_FAST_COMPILE)
+
+
+# ---------------------------------------------------------------------------------------
+# helpers
+
+
+def n_params(module) -> int:
+    leaves = jax.tree_util.tree_leaves(eqx.filter(module, eqx.is_inexact_array))
+    return sum(int(leaf.size) for leaf in leaves)
+
+
+def randomize(module, key, scale=0.5):
+    """Redraw every parameter leaf from N(0, scale^2): "random parameters"."""
+    params, static = eqx.partition(module, eqx.is_inexact_array)
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    keys = jax.random.split(key, max(len(leaves), 1))
+    new = [scale * jax.random.normal(k, leaf.shape, leaf.dtype) for k, leaf in zip(keys, leaves)]
+    return eqx.combine(jax.tree_util.tree_unflatten(treedef, new), static)
+
+
+def with_encoding(model):
+    """The same transformer (same parameters) with `positional_encoding=True`."""
+    config = {**model.config(), "positional_encoding": True}
+    skeleton_params, static = eqx.partition(
+        type(model)(**config, key=jax.random.PRNGKey(0)), eqx.is_inexact_array
+    )
+    leaves = jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
+    treedef = jax.tree_util.tree_structure(skeleton_params)
+    return eqx.combine(jax.tree_util.tree_unflatten(treedef, leaves), static)
+
+
+def structure_tol(dtype, tol):
+    return tol(dtype, "structure") if np.dtype(dtype) == np.float64 else F32_STRUCTURE
+
+
+def random_skew(key, T, scale, dtype=jnp.float64):
+    X = scale * jax.random.normal(key, (T, T), dtype)
+    return X - X.T
+
+
+def other_dtype(dtype):
+    return jnp.float64 if np.dtype(dtype) == np.float32 else jnp.float32
+
+
+class WithStep(eqx.Module):
+    """`x ↦ f(x, h)`: a layer or feed-forward model with its step size bound."""
+
+    f: eqx.Module
+    h: jax.Array
+
+    def __call__(self, x):
+        return self.f(x, self.h)
+
+
+@fast_jit
+def residuals(maps, x):
+    """`volume_residual` of every map in the tuple `maps` at `x`, in one compilation."""
+    return jnp.stack([volume_residual(f, x) for f in maps])
+
+
+call = fast_jit(lambda f, *args: f(*args))
+_round_trip = fast_jit(lambda f, x, *h: (f.inverse(f(x, *h), *h), f(f.inverse(x, *h), *h)))
+
+
+def assert_finite_nonzero_grads(grads, *, all_nonzero=False):
+    leaves = jax.tree_util.tree_leaves(eqx.filter(grads, eqx.is_inexact_array))
+    assert leaves and all(bool(jnp.all(jnp.isfinite(g))) for g in leaves)
+    nonzero = [float(jnp.max(jnp.abs(g))) > 0 for g in leaves]
+    assert all(nonzero) if all_nonzero else any(nonzero)
+
+
+# ---------------------------------------------------------------------------------------
+# lower / upper layers
+
+
+@pytest.mark.parametrize("cls", LAYERS)
+def test_triangular_matrix_and_parameter_count(cls, key):
+    for d in (1, 2, 3, 5):
+        layer = cls(d, "tanh", key=key())
+        W = np.asarray(layer.matrix())
+        assert W.shape == (d, d)
+        if cls is VolumePreservingLowerLayer:
+            np.testing.assert_array_equal(np.triu(W), 0)  # strictly lower
+            np.testing.assert_array_equal(W[np.tril_indices(d, -1)], layer.weight)
+        else:
+            np.testing.assert_array_equal(np.tril(W), 0)  # strictly upper
+            np.testing.assert_array_equal(W[np.triu_indices(d, 1)], layer.weight)
+        assert n_params(layer) == layer.n_params == d * (d - 1) // 2 + d
+        no_bias = cls(d, use_bias=False, key=key())
+        assert no_bias.bias is None
+        assert n_params(no_bias) == no_bias.n_params == d * (d - 1) // 2
+
+
+@pytest.mark.parametrize("cls", LAYERS)
+def test_layer_formula_and_rows(cls, key):
+    d = 4
+    layer = randomize(cls(d, "tanh", key=key()), key())
+    linear = randomize(cls(d, key=key()), key())
+    x = np.asarray(jax.random.normal(key(), (d,)))
+    W, b = np.asarray(layer.matrix()), np.asarray(layer.bias)
+    np.testing.assert_allclose(layer(jnp.asarray(x)), x + np.tanh(W @ x + b), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(
+        layer(jnp.asarray(x), 0.3), x + 0.3 * np.tanh(W @ x + b), rtol=0, atol=1e-14
+    )
+    Wl, bl = np.asarray(linear.matrix()), np.asarray(linear.bias)
+    np.testing.assert_allclose(linear(jnp.asarray(x)), x + Wl @ x + bl, rtol=0, atol=1e-14)
+    # A window is mapped row by row.
+    Z = np.asarray(jax.random.normal(key(), (5, d)))
+    expected = Z + 0.5 * np.tanh(Z @ W.T + b[None, :])
+    np.testing.assert_allclose(layer(jnp.asarray(Z), 0.5), expected, rtol=0, atol=1e-14)
+
+
+def test_layers_preserve_volume(dtype, key, tol):
+    bound = structure_tol(dtype, tol)
+    dims = (1, 2, 3, 4, 6) if np.dtype(dtype) == np.float64 else (3,)
+    h = jnp.asarray(-0.37, dtype)
+    for d in dims:
+        for _ in range(2):  # several parameter draws and points
+
+            def make(cls, activation):
+                layer = cls(d, activation, key=key(), dtype=dtype)
+                return randomize(layer, key(), scale=1.0)
+
+            maps = (
+                make(VolumePreservingLowerLayer, None),
+                make(VolumePreservingLowerLayer, "tanh"),
+                make(VolumePreservingUpperLayer, None),
+                make(VolumePreservingUpperLayer, "tanh"),
+                make(VolumePreservingUpperLayer, jax.nn.sigmoid),
+                WithStep(make(VolumePreservingLowerLayer, "tanh"), h),
+                WithStep(make(VolumePreservingUpperLayer, None), h),
+            )
+            assert jnp.all(residuals(maps, jax.random.normal(key(), (d,), dtype)) <= bound)
+            if d == 3:  # a window: each row is mapped
+                Z = jax.random.normal(key(), (5, d), dtype)
+                assert jnp.all(residuals(maps, Z) <= bound)
+
+
+def test_dense_shear_is_a_negative_control(key):
+    # The same shear with a dense matrix (diagonal and both triangles) is not volume-
+    # preserving: the residual test can fail.
+    d = 3
+    W = jax.random.normal(key(), (d, d))
+    b = jax.random.normal(key(), (d,))
+    x = jax.random.normal(key(), (d,))
+    shear_residual = fast_jit(lambda W, x: volume_residual(lambda v: v + jnp.tanh(W @ v + b), x))
+    assert shear_residual(W, x) > 1e-3
+    # ... while keeping only the strict lower triangle restores it.
+    assert shear_residual(jnp.tril(W, -1), x) <= 1e-14
+
+
+@fast_jit
+def _layer_round_trips(layers, x, h):
+    return [(f.inverse(f(x, h), h), f(f.inverse(x, h), h), f(x, h)) for f in layers]
+
+
+def test_layer_inverse_round_trip(dtype, key):
+    close = 1e-13 if np.dtype(dtype) == np.float64 else 1e-5
+    cases = [(1, 1), (3, 4), (6, 2)] if np.dtype(dtype) == np.float64 else [(3, 4)]
+    for d, T in cases:
+        layers = tuple(
+            randomize(cls(d, act, key=key(), dtype=dtype), key(), scale=1.0)
+            for cls in LAYERS
+            for act in (None, "tanh")
+        )
+        shape = (d,) if T == 1 else (T, d)
+        x = jax.random.normal(key(), shape, dtype)
+        for h in (1.0, -0.8):
+            for back, forth, y in _layer_round_trips(layers, x, jnp.asarray(h, dtype)):
+                assert back.dtype == dtype and back.shape == x.shape
+                np.testing.assert_allclose(back, x, rtol=0, atol=close)
+                np.testing.assert_allclose(forth, x, rtol=0, atol=close)
+                if d > 1:
+                    assert float(jnp.max(jnp.abs(y - x))) > 1e-3  # not the identity
+    # Eagerly with h=None, and (jitted) the fori_loop path of a large layer.
+    layer = randomize(VolumePreservingUpperLayer(3, "tanh", key=key(), dtype=dtype), key())
+    x = jax.random.normal(key(), (2, 3), dtype)
+    np.testing.assert_allclose(layer.inverse(layer(x)), x, rtol=0, atol=close)
+    layer = randomize(VolumePreservingLowerLayer(20, "tanh", key=key(), dtype=dtype), key())
+    x = jax.random.normal(key(), (2, 20), dtype)
+    for back in _round_trip(layer, x):
+        np.testing.assert_allclose(back, x, rtol=0, atol=10 * close)
+
+
+@pytest.mark.parametrize("cls", LAYERS)
+def test_layer_jit_vmap_grad_dtype(cls, dtype, key, tol):
+    layer = randomize(cls(4, "tanh", key=key(), dtype=dtype), key())
+    X = jax.random.normal(key(), (5, 4), dtype)
+    eager = jnp.stack([layer(x) for x in X])
+    assert eager.dtype == dtype
+    np.testing.assert_allclose(eqx.filter_jit(layer)(X[0]), eager[0], rtol=0, atol=tol(dtype))
+    np.testing.assert_allclose(jax.vmap(layer)(X), eager, rtol=0, atol=tol(dtype))
+    grads = eqx.filter_jit(eqx.filter_grad(lambda m: jnp.sum(jax.vmap(m)(X) ** 2)))(layer)
+    assert_finite_nonzero_grads(grads, all_nonzero=True)
+    # dtype follows the input, whatever the parameter dtype.
+    other = other_dtype(dtype)
+    assert layer(X.astype(other)).dtype == other
+    assert layer.inverse(X[0].astype(other), 0.5).dtype == other
+    assert layer.weight.dtype == dtype
+
+
+def test_layer_errors(key):
+    layer = VolumePreservingLowerLayer(3, "tanh", key=key())
+    with pytest.raises(ValueError, match="last dimension 3"):
+        layer(jnp.ones(4))
+    with pytest.raises(ValueError, match="1-d or 2-d"):
+        layer(jnp.ones((2, 2, 3)))
+    with pytest.raises(TypeError, match="floating"):
+        layer(jnp.ones(3, dtype=jnp.int32))
+    with pytest.raises(ValueError, match="scalar"):
+        layer(jnp.ones(3), jnp.ones(2))
+    with pytest.raises(ValueError, match="unknown activation"):
+        VolumePreservingUpperLayer(3, "nope", key=key())
+    with pytest.raises(TypeError, match="use_bias"):
+        VolumePreservingUpperLayer(3, use_bias=1, key=key())
+    with pytest.raises(ValueError, match="dim must be >= 1"):
+        VolumePreservingUpperLayer(0, key=key())
+    with pytest.raises(TypeError, match="floating dtype"):
+        VolumePreservingUpperLayer(3, key=key(), dtype=jnp.int32)
+
+
+# ---------------------------------------------------------------------------------------
+# the Cayley transform
+
+_cayley = jax.jit(vp_layers._cayley, static_argnums=1)
+_cayley_apply = jax.jit(vp_layers._cayley_apply, static_argnames=("transpose", "method"))
+
+
+def test_cayley_closed_form_matches_solve(key):
+    for T in (1, 2, 3):
+        for scale in (1e-3, 0.3, 1.0, 5.0, 100.0):
+            C = random_skew(key(), T, scale)
+            Z = jax.random.normal(key(), (T, 3))
+            closed = _cayley(C, "closed_form")
+            solved = _cayley(C, "solve")
+            np.testing.assert_allclose(closed, solved, rtol=0, atol=1e-13)
+            # The closed form is orthogonal to rounding for every size of C.
+            np.testing.assert_allclose(closed.T @ closed, np.eye(T), rtol=0, atol=1e-14)
+            for transpose in (True, False):
+                a = _cayley_apply(C, Z, transpose=transpose, method="closed_form")
+                b = _cayley_apply(C, Z, transpose=transpose, method="solve")
+                np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
+                expected = (closed.T if transpose else closed) @ Z
+                np.testing.assert_allclose(a, expected, rtol=0, atol=1e-13)
+
+
+def test_cayley_closed_form_gradient_matches_solve(key):
+    for T in (2, 3):
+        C0 = random_skew(key(), T, 0.7)
+        R = jax.random.normal(key(), (T, T))
+
+        def loss(X, method):
+            return jnp.sum(vp_layers._cayley(X - X.T, method) * R)
+
+        grad = jax.jit(jax.grad(loss), static_argnums=1)
+        g_closed, g_solve = grad(C0, "closed_form"), grad(C0, "solve")
+        assert float(jnp.max(jnp.abs(g_solve))) > 1e-3
+        np.testing.assert_allclose(g_closed, g_solve, rtol=0, atol=1e-12)
+
+
+def test_cayley_two_by_two_is_a_rotation():
+    # C = [[0, c], [-c, 0]] → Λ = ((1 - c²) I - 2C) / (1 + c²), the rotation by 2·atan(c).
+    for c in (0.0, 0.2, -1.3, 7.0):
+        C = jnp.array([[0.0, c], [-c, 0.0]])
+        theta = 2 * math.atan(c)
+        R = np.array([[math.cos(theta), -math.sin(theta)], [math.sin(theta), math.cos(theta)]])
+        for method in ("closed_form", "solve"):
+            np.testing.assert_allclose(_cayley(C, method), R, rtol=0, atol=1e-15)
+
+
+def test_cayley_argument_errors():
+    C = jnp.zeros((4, 4))
+    with pytest.raises(ValueError, match="T <= 3"):
+        vp_layers._cayley(C, "closed_form")
+    with pytest.raises(ValueError, match="method"):
+        vp_layers._cayley(C, "lu")
+
+
+# ---------------------------------------------------------------------------------------
+# attention
+
+
+@pytest.mark.parametrize("weighting", ["skew", "arbitrary"])
+def test_attention_parameters(weighting, key):
+    for d in (1, 2, 3, 6):
+        att = VolumePreservingAttention(d, weighting=weighting, key=key())
+        expected = d * (d - 1) // 2 if weighting == "skew" else d * d
+        assert n_params(att) == att.n_params == expected
+        A = np.asarray(att.matrix())
+        assert A.shape == (d, d)
+        if weighting == "skew":
+            np.testing.assert_array_equal(A, -A.T)
+
+
+_attention_parts = fast_jit(lambda att, Z: (att.correlation(Z), att.weights(Z), att(Z)))
+
+
+def test_lambda_is_orthogonal_with_det_one(key):
+    for weighting in ("skew", "arbitrary"):
+        for T in (1, 2, 3, 4, 5, 8):  # closed form up to 3, solve above
+            att = VolumePreservingAttention(3, weighting=weighting, key=key())
+            att = randomize(att, key(), 1.0)
+            Z = jax.random.normal(key(), (T, 3))
+            C, lam, out = _attention_parts(att, Z)
+            np.testing.assert_array_equal(C, -C.T)  # exactly skew
+            np.testing.assert_allclose(lam.T @ lam, np.eye(T), rtol=0, atol=1e-13)
+            np.testing.assert_allclose(np.linalg.det(np.asarray(lam)), 1.0, rtol=0, atol=1e-13)
+            np.testing.assert_allclose(out, lam.T @ Z, rtol=0, atol=1e-13)
+
+
+def test_correlation_formulas(key):
+    d, T = 3, 4
+    Z = np.asarray(jax.random.normal(key(), (T, d)))
+    skew = randomize(VolumePreservingAttention(d, key=key()), key(), 1.0)
+    A = np.asarray(skew.matrix())
+    np.testing.assert_allclose(skew.correlation(jnp.asarray(Z)), Z @ A @ Z.T, atol=1e-14)
+    arb = randomize(VolumePreservingAttention(d, weighting="arbitrary", key=key()), key(), 1.0)
+    A = np.asarray(arb.weight)
+    C = np.zeros((T, T))
+    for i in range(T):
+        for j in range(i):
+            C[i, j] = Z[i] @ A @ Z[j] / math.sqrt(d)
+            C[j, i] = -C[i, j]
+    np.testing.assert_allclose(arb.correlation(jnp.asarray(Z)), C, rtol=0, atol=1e-14)
+
+
+def test_attention_preserves_volume(dtype, key, tol):
+    """Every window shape `(T, d)`: the skew attention preserves volume, the "arbitrary"
+    attention (the negative control) does not."""
+    bound = structure_tol(dtype, tol)
+    if np.dtype(dtype) == np.float64:
+        shapes = itertools.product(WINDOW_LENGTHS, DIMS)
+    else:
+        shapes = [(1, 2), (3, 3), (5, 4), (8, 6)]
+    for T, d in shapes:
+        worst_arbitrary = 0.0
+        for _ in range(2):  # several parameter draws and windows
+            skew = VolumePreservingAttention(d, key=key(), dtype=dtype)
+            arbitrary = VolumePreservingAttention(d, weighting="arbitrary", key=key(), dtype=dtype)
+            maps = (randomize(skew, key(), 0.7), randomize(arbitrary, key(), 1.0))
+            res = residuals(maps, jax.random.normal(key(), (T, d), dtype))
+            assert res.dtype == dtype
+            assert res[0] <= bound, (T, d, res)
+            worst_arbitrary = max(worst_arbitrary, float(res[1]))
+        if T >= 2:
+            assert worst_arbitrary > 1e-3, (T, d, worst_arbitrary)
+
+
+# Every T and every d of the issue's grid, each with and without positional encoding.
+# (The attention test above runs the full product of T and d; the transformer adds
+# row-wise shears and a translation to it, which cannot depend on the pairing.)
+TRANSFORMER_SHAPES = [
+    (1, 2, False), (1, 6, True), (2, 3, True), (2, 4, False), (3, 2, True),
+    (3, 6, False), (5, 3, False), (5, 4, True), (8, 2, False), (8, 6, True),
+]
+
+
+def test_transformer_preserves_volume(dtype, key, tol):
+    bound = structure_tol(dtype, tol)
+    shapes = TRANSFORMER_SHAPES if np.dtype(dtype) == np.float64 else TRANSFORMER_SHAPES[3:7]
+    for T, d, positional in shapes:
+        for _ in range(2):  # several parameter draws and windows
+            model = VolumePreservingTransformer(
+                d, positional_encoding=positional, key=key(), dtype=dtype
+            )
+            maps = (randomize(model, key(), 0.5),)
+            res = residuals(maps, jax.random.normal(key(), (T, d), dtype))
+            assert res[0] <= bound, (T, d, positional, res)
+
+
+def test_arbitrary_weighting_does_not_preserve_volume(key):
+    """The negative control, GeometricMachineLearning.jl's default (skew_sym=false), on
+    every draw (the grid test above checks it for every window shape)."""
+    for T, d in [(2, 2), (3, 3)]:
+        for _ in range(3):
+            att = VolumePreservingAttention(d, weighting="arbitrary", key=key())
+            maps = (randomize(att, key(), 1.0),)
+            assert residuals(maps, jax.random.normal(key(), (T, d)))[0] > 1e-3, (T, d)
+
+
+def test_correlation_is_invariant_only_for_skew(key):
+    # The key step of the volume-preservation proof: C(Λᵀ Z) = C(Z).
+    Z = jax.random.normal(key(), (5, 3))
+    skew = randomize(VolumePreservingAttention(3, key=key()), key(), 1.0)
+    np.testing.assert_allclose(skew.correlation(skew(Z)), skew.correlation(Z), atol=1e-13)
+    arb = randomize(VolumePreservingAttention(3, weighting="arbitrary", key=key()), key(), 1.0)
+    diff = jnp.max(jnp.abs(arb.correlation(arb(Z)) - arb.correlation(Z)))
+    assert float(diff) > 1e-3
+
+
+_attention_round_trip = fast_jit(lambda att, Z: (att.inverse(att(Z)), att(att.inverse(Z))))
+
+
+def test_attention_inverse(dtype, key):
+    close = 1e-12 if np.dtype(dtype) == np.float64 else 1e-5
+    for T in (1, 3, 6):
+        att = randomize(VolumePreservingAttention(3, key=key(), dtype=dtype), key(), 0.7)
+        Z = jax.random.normal(key(), (T, 3), dtype)
+        back, forth = _attention_round_trip(att, Z)
+        np.testing.assert_allclose(back, Z, rtol=0, atol=close)
+        np.testing.assert_allclose(forth, Z, rtol=0, atol=close)
+    arb = VolumePreservingAttention(3, weighting="arbitrary", key=key())
+    with pytest.raises(NotImplementedError, match="arbitrary"):
+        arb.inverse(Z)
+
+
+def test_skew_attention_is_permutation_equivariant(key):
+    att = randomize(VolumePreservingAttention(3, key=key()), key(), 1.0)
+    for T in (3, 5):
+        Z = jax.random.normal(key(), (T, 3))
+        perm = np.asarray(jax.random.permutation(key(), T))
+        np.testing.assert_allclose(call(att, Z[perm]), call(att, Z)[perm], rtol=0, atol=1e-13)
+
+
+def test_attention_jit_vmap_grad_dtype(dtype, key, tol):
+    att = randomize(VolumePreservingAttention(3, key=key(), dtype=dtype), key(), 0.7)
+    Zs = jax.random.normal(key(), (2, 3, 3), dtype)
+    eager = jnp.stack([att(Z) for Z in Zs])
+    assert eager.dtype == dtype
+    atol = 10 * tol(dtype)
+    np.testing.assert_allclose(eqx.filter_jit(att)(Zs[0]), eager[0], rtol=0, atol=atol)
+    np.testing.assert_allclose(jax.vmap(att)(Zs), eager, rtol=0, atol=atol)
+    loss = eqx.filter_jit(eqx.filter_grad(lambda m, Z: jnp.sum(jnp.sin(m(Z)))))
+    for T in (3, 4):  # the closed form and the solve path
+        assert_finite_nonzero_grads(loss(att, jax.random.normal(key(), (T, 3), dtype)))
+    other = other_dtype(dtype)
+    assert att(Zs[0].astype(other)).dtype == other
+
+
+def test_attention_errors(key):
+    att = VolumePreservingAttention(3, key=key())
+    with pytest.raises(ValueError, match="2-d"):
+        att(jnp.ones(3))
+    with pytest.raises(ValueError, match="last dimension 3"):
+        att(jnp.ones((4, 2)))
+    with pytest.raises(ValueError, match="T >= 1"):
+        att(jnp.ones((0, 3)))
+    with pytest.raises(TypeError, match="floating"):
+        att(jnp.ones((2, 3), dtype=jnp.int32))
+    with pytest.raises(ValueError, match="weighting"):
+        VolumePreservingAttention(3, weighting="symmetric", key=key())
+
+
+# ---------------------------------------------------------------------------------------
+# the feed-forward network
+
+
+def ff_count(d, n_blocks, n_linear):
+    m = d * (d - 1) // 2
+    return n_blocks * (2 * n_linear * m + d + 2 * (m + d)) + 2 * m + d
+
+
+def test_feedforward_parameter_count_of_the_paper(key):
+    model = VolumePreservingFeedForward(3, n_blocks=6, key=key())
+    assert n_params(model) == 135
+    for d, n_blocks, n_linear in [(2, 1, 1), (3, 2, 3), (4, 3, 2), (5, 1, 2)]:
+        model = VolumePreservingFeedForward(d, n_blocks=n_blocks, n_linear=n_linear, key=key())
+        assert n_params(model) == ff_count(d, n_blocks, n_linear)
+
+
+@pytest.mark.parametrize("init_upper", [False, True])
+def test_feedforward_layer_sequence(init_upper, key):
+    model = VolumePreservingFeedForward(
+        3, n_blocks=2, n_linear=2, activation="sin", init_upper=init_upper, key=key()
+    )
+    first, second = LAYERS[::-1] if init_upper else LAYERS
+    block = [
+        (first, None, False),
+        (second, None, False),
+        (first, None, False),
+        (second, None, True),
+        (first, "sin", True),
+        (second, "sin", True),
+    ]
+    expected = 2 * block + [(first, None, False), (second, None, True)]
+    got = [(type(layer), layer.activation, layer.use_bias) for layer in model.layers]
+    assert got == expected
+
+
+def test_feedforward_preserves_volume(dtype, key, tol):
+    bound = structure_tol(dtype, tol)
+    dims = (1, 2, 3, 4, 6) if np.dtype(dtype) == np.float64 else (3,)
+    for d in dims:
+        for _ in range(2):
+
+            def make(**kwargs):
+                model = VolumePreservingFeedForward(d, key=key(), dtype=dtype, **kwargs)
+                # Scale 0.5: with larger random weights the 14 shears of dim 6 reach
+                # Jacobian condition numbers of 1e5 and more, and the rounding of the
+                # computed Jacobian alone then moves its determinant by more than 1e-12.
+                return randomize(model, key(), 0.5)
+
+            model = make(n_blocks=2, n_linear=2)
+            maps = (model, WithStep(model, jnp.asarray(0.25, dtype)), make(init_upper=True))
+            assert jnp.all(residuals(maps, jax.random.normal(key(), (d,), dtype)) <= bound)
+            if d == 3:  # a window: each row is mapped
+                Z = jax.random.normal(key(), (3, d), dtype)
+                assert jnp.all(residuals(maps, Z) <= bound)
+
+
+def test_feedforward_equals_its_layers(key):
+    # The call composes runs of linear layers into one affine map; same function.
+    model = randomize(VolumePreservingFeedForward(4, n_blocks=2, n_linear=3, key=key()), key())
+    for shape, h in [((4,), None), ((4,), 0.3), ((5, 4), None)]:
+        x = jax.random.normal(key(), shape)
+        y = x
+        for layer in model.layers:
+            y = layer(y, h)
+        np.testing.assert_allclose(model(x, h), y, rtol=0, atol=1e-13)
+
+
+def test_feedforward_step_size(key):
+    model = randomize(VolumePreservingFeedForward(3, n_blocks=2, key=key()), key())
+    z = jax.random.normal(key(), (3,))
+    np.testing.assert_array_equal(model(z, 0.0), z)  # h = 0 is the identity
+    np.testing.assert_allclose(model(z, 1.0), model(z), rtol=0, atol=1e-15)
+    assert float(jnp.max(jnp.abs(model(z, 0.5) - model(z)))) > 1e-3
+    with pytest.raises(ValueError, match="scalar"):
+        model(z, jnp.ones(3))
+
+
+def test_feedforward_inverse(dtype, key):
+    close = 1e-12 if np.dtype(dtype) == np.float64 else 1e-5
+    model = randomize(VolumePreservingFeedForward(3, n_blocks=3, key=key(), dtype=dtype), key())
+    Z = jax.random.normal(key(), (4, 3), dtype)  # a window, row by row
+    for h in (jnp.asarray(1.0, dtype), jnp.asarray(0.4, dtype)):
+        back, forth = _round_trip(model, Z, h)
+        np.testing.assert_allclose(back, Z, rtol=0, atol=close)
+        np.testing.assert_allclose(forth, Z, rtol=0, atol=close)
+    z = Z[0]  # a point, h=None, eagerly
+    np.testing.assert_allclose(model.inverse(model(z)), z, rtol=0, atol=close)
+
+
+def test_feedforward_is_an_integrator_with_config(key):
+    model = VolumePreservingFeedForward(
+        3, n_blocks=2, n_linear=2, activation="sigmoid", init_upper=True, key=key(),
+        dtype=jnp.float32,
+    )
+    assert isinstance(model, AbstractFeedForwardIntegrator)
+    assert VolumePreservingFeedForward.structure == model.structure == "volume"
+    config = model.config()
+    assert config == {
+        "dim": 3,
+        "n_blocks": 2,
+        "n_linear": 2,
+        "activation": "sigmoid",
+        "init_upper": True,
+        "dtype": np.dtype(np.float32),
+    }
+    rebuilt = VolumePreservingFeedForward(**config, key=key())
+    assert jax.tree_util.tree_structure(rebuilt) == jax.tree_util.tree_structure(model)
+    assert n_params(rebuilt) == n_params(model)
+
+
+def test_feedforward_jit_vmap_grad_dtype(dtype, key, tol):
+    model = randomize(VolumePreservingFeedForward(3, n_blocks=2, key=key(), dtype=dtype), key())
+    X = jax.random.normal(key(), (3, 3), dtype)
+    hs = jnp.linspace(0.1, 1.0, 3, dtype=dtype)
+    eager = jnp.stack([model(x) for x in X])
+    eager_h = jnp.stack([model(x, h) for x, h in zip(X, hs)])
+    assert eager.dtype == dtype
+    atol = 10 * tol(dtype)
+    np.testing.assert_allclose(eqx.filter_jit(model)(X[0]), eager[0], rtol=0, atol=atol)
+    np.testing.assert_allclose(eqx.filter_jit(jax.vmap(model))(X), eager, rtol=0, atol=atol)
+    np.testing.assert_allclose(eqx.filter_jit(jax.vmap(model))(X, hs), eager_h, rtol=0, atol=atol)
+    grads = eqx.filter_jit(eqx.filter_grad(lambda m: jnp.sum(jax.vmap(m)(X, hs) ** 2)))(model)
+    assert_finite_nonzero_grads(grads, all_nonzero=True)
+    assert model(X[0].astype(other_dtype(dtype))).dtype == other_dtype(dtype)
+
+
+def test_feedforward_errors(key):
+    with pytest.raises(ValueError, match="n_blocks must be >= 1"):
+        VolumePreservingFeedForward(3, n_blocks=0, key=key())
+    with pytest.raises(ValueError, match="n_linear must be >= 1"):
+        VolumePreservingFeedForward(3, n_linear=0, key=key())
+    with pytest.raises(TypeError, match="init_upper"):
+        VolumePreservingFeedForward(3, init_upper="yes", key=key())
+    with pytest.raises(TypeError, match="activation"):
+        VolumePreservingFeedForward(3, activation=None, key=key())
+    model = VolumePreservingFeedForward(3, key=key())
+    with pytest.raises(ValueError, match="last dimension 3"):
+        model(jnp.ones(2))
+    with pytest.raises(ValueError, match="1-d or 2-d"):
+        model(jnp.ones((1, 2, 3)))
+
+
+# ---------------------------------------------------------------------------------------
+# the transformer
+
+
+def test_transformer_parameter_counts_of_the_paper(key):
+    skew = VolumePreservingTransformer(3, n_blocks=2, L=3, key=key())
+    arbitrary = VolumePreservingTransformer(3, n_blocks=2, L=3, weighting="arbitrary", key=key())
+    assert n_params(skew) == 162
+    assert n_params(arbitrary) == 180
+    # Positional encoding has no parameters.
+    with_pe = VolumePreservingTransformer(3, n_blocks=2, L=3, positional_encoding=True, key=key())
+    assert n_params(with_pe) == 162
+    for d, n_blocks, n_linear, L in [(2, 1, 1, 1), (4, 2, 2, 2)]:
+        model = VolumePreservingTransformer(
+            d, n_blocks=n_blocks, n_linear=n_linear, L=L, key=key()
+        )
+        assert n_params(model) == L * (d * (d - 1) // 2 + ff_count(d, n_blocks, n_linear))
+
+
+def test_transformer_is_the_composition_of_its_units(key):
+    model = randomize(VolumePreservingTransformer(3, n_blocks=1, L=2, key=key()), key())
+    assert len(model.attention) == len(model.feedforward) == 2
+    Z = jax.random.normal(key(), (4, 3))
+
+    def by_hand(m, Z):
+        for att, ff in zip(m.attention, m.feedforward):
+            Z = ff(att(Z))
+        return Z
+
+    np.testing.assert_allclose(call(model, Z), fast_jit(by_hand)(model, Z), rtol=0, atol=1e-14)
+    encoded = with_encoding(model)
+    np.testing.assert_allclose(
+        call(encoded, Z), call(model, PositionalEncoding(3)(Z)), rtol=0, atol=1e-14
+    )
+
+
+def test_deep_transformer_preserves_volume(dtype, key, tol):
+    bound = structure_tol(dtype, tol)
+    for _ in range(2):
+
+        def make(**kwargs):
+            model = VolumePreservingTransformer(
+                3, n_blocks=2, n_linear=2, L=3, key=key(), dtype=dtype, **kwargs
+            )
+            # Scale 0.3 (about the default initialisation's): 39 layers with larger random
+            # weights give Jacobian condition numbers beyond 1e5 (see the feed-forward test).
+            return randomize(model, key(), 0.3)
+
+        maps = (make(), make(positional_encoding=True), make(init_upper=True))
+        assert jnp.all(residuals(maps, jax.random.normal(key(), (3, 3), dtype)) <= bound)
+
+
+def test_transformer_arbitrary_weighting_is_a_negative_control(key):
+    for T, d in [(3, 3), (8, 4)]:
+        model = VolumePreservingTransformer(d, n_blocks=1, L=2, weighting="arbitrary", key=key())
+        maps = (randomize(model, key(), 0.5),)
+        assert residuals(maps, jax.random.normal(key(), (T, d)))[0] > 1e-3
+
+
+@fast_jit
+def _translation_check(plain, encoded, Z, P):
+    return (
+        jacobian(encoded, Z),
+        jacobian(plain, Z + P),
+        volume_residual(encoded, Z),
+        volume_residual(plain, Z + P),
+        encoded(Z) - plain(Z),
+    )
+
+
+def test_positional_encoding_is_a_translation(key):
+    # PE adds a constant: the Jacobian of the encoded model at Z is the Jacobian of the
+    # plain model at Z + P, so the volume residual is unchanged.
+    plain = randomize(VolumePreservingTransformer(3, n_blocks=1, L=2, key=key()), key())
+    encoded = with_encoding(plain)
+    Z = jax.random.normal(key(), (4, 3))
+    P = positional_encoding(4, 3, dtype=jnp.float64)
+    J_enc, J_plain, r_enc, r_plain, diff = _translation_check(plain, encoded, Z, P)
+    np.testing.assert_allclose(J_enc, J_plain, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(r_enc, r_plain, rtol=0, atol=1e-15)
+    assert float(jnp.max(jnp.abs(diff))) > 1e-3  # but the map itself changes
+
+
+def test_order_is_visible_only_with_positional_encoding(key):
+    """Without PE the skew transformer is permutation-equivariant along time; with PE it
+    is not — which is why the positional encoding exists."""
+    plain = randomize(VolumePreservingTransformer(3, L=2, key=key()), key())
+    encoded = with_encoding(plain)
+    for T in (3, 5):
+        Z = jax.random.normal(key(), (T, 3))
+        perm = np.roll(np.arange(T), 1)  # a cyclic shift: moves every row
+        np.testing.assert_allclose(call(plain, Z[perm]), call(plain, Z)[perm], rtol=0, atol=1e-12)
+        assert float(jnp.max(jnp.abs(call(encoded, Z[perm]) - call(encoded, Z)[perm]))) > 1e-3
+    # The arbitrary weighting reads the order through its lower triangle.
+    arbitrary = VolumePreservingTransformer(3, L=1, weighting="arbitrary", key=key())
+    arbitrary = randomize(arbitrary, key(), 1.0)
+    Z = jax.random.normal(key(), (5, 3))
+    perm = np.roll(np.arange(5), 1)
+    assert float(jnp.max(jnp.abs(call(arbitrary, Z[perm]) - call(arbitrary, Z)[perm]))) > 1e-3
+
+
+def test_transformer_inverse(dtype, key, tol):
+    close = 10 * tol(dtype)
+    for T, positional in [(3, False), (6, True)]:  # the closed form and the solve path
+        model = VolumePreservingTransformer(
+            3, L=2, positional_encoding=positional, key=key(), dtype=dtype
+        )
+        model = randomize(model, key(), 0.3)
+        Z = jax.random.normal(key(), (T, 3), dtype)
+        back, forth = _round_trip(model, Z)
+        np.testing.assert_allclose(back, Z, rtol=0, atol=close)
+        np.testing.assert_allclose(forth, Z, rtol=0, atol=close)
+    arbitrary = VolumePreservingTransformer(3, weighting="arbitrary", key=key())
+    with pytest.raises(NotImplementedError):
+        arbitrary.inverse(Z)
+
+
+def test_transformer_is_an_integrator_with_config(key):
+    model = VolumePreservingTransformer(
+        3, n_blocks=2, n_linear=2, L=3, activation="tanh", init_upper=True,
+        weighting="arbitrary", positional_encoding=True, key=key(),
+    )
+    assert isinstance(model, AbstractTransformerIntegrator)
+    assert model.seq_length is None
+    assert VolumePreservingTransformer.structure == "volume"
+    assert model.structure == "none"  # the arbitrary weighting does not preserve volume
+    assert VolumePreservingTransformer(3, key=key()).structure == "volume"
+    config = model.config()
+    assert config == {
+        "dim": 3,
+        "n_blocks": 2,
+        "n_linear": 2,
+        "L": 3,
+        "activation": "tanh",
+        "init_upper": True,
+        "weighting": "arbitrary",
+        "positional_encoding": True,
+        "dtype": np.dtype(np.float64),
+    }
+    rebuilt = VolumePreservingTransformer(**config, key=key())
+    assert jax.tree_util.tree_structure(rebuilt) == jax.tree_util.tree_structure(model)
+
+
+def test_transformer_jit_vmap_grad_dtype(dtype, key, tol):
+    model = VolumePreservingTransformer(3, positional_encoding=True, key=key(), dtype=dtype)
+    model = randomize(model, key(), 0.5)
+    Zs = jax.random.normal(key(), (2, 4, 3), dtype)
+    eager = jnp.stack([model(Z) for Z in Zs])
+    assert eager.dtype == dtype
+    atol = 10 * tol(dtype)
+    np.testing.assert_allclose(eqx.filter_jit(model)(Zs[0]), eager[0], rtol=0, atol=atol)
+    np.testing.assert_allclose(eqx.filter_jit(jax.vmap(model))(Zs), eager, rtol=0, atol=atol)
+    grads = eqx.filter_jit(eqx.filter_grad(lambda m: jnp.sum(jax.vmap(m)(Zs) ** 2)))(model)
+    assert_finite_nonzero_grads(grads, all_nonzero=True)
+    assert model(Zs[0].astype(other_dtype(dtype))).dtype == other_dtype(dtype)
+
+
+def test_transformer_errors(key):
+    with pytest.raises(ValueError, match="weighting"):
+        VolumePreservingTransformer(3, weighting="full", key=key())
+    with pytest.raises(ValueError, match="L must be >= 1"):
+        VolumePreservingTransformer(3, L=0, key=key())
+    with pytest.raises(TypeError, match="positional_encoding"):
+        VolumePreservingTransformer(3, positional_encoding=1, key=key())
+    model = VolumePreservingTransformer(3, key=key())
+    with pytest.raises(ValueError, match="2-d"):
+        model(jnp.ones(3))
+    with pytest.raises(ValueError, match="last dimension 3"):
+        model(jnp.ones((3, 4)))
+
+
+def test_public_names():
+    for name in ("VolumePreservingLowerLayer", "VolumePreservingUpperLayer",
+                 "VolumePreservingAttention"):
+        assert getattr(geomlearn, name) is getattr(geomlearn.layers, name)
+    for name in ("VolumePreservingFeedForward", "VolumePreservingTransformer"):
+        assert getattr(geomlearn, name) is getattr(geomlearn.models, name)
