@@ -24,7 +24,7 @@ class ResNetLayer(eqx.Module):
     **no** structure: its Jacobian $I + \operatorname{diag}(\sigma'(Wx + b))\,W$ is neither
     symplectic nor of unit determinant in general.
 
-    (The [`ResNet`][geomlearn.ResNet] *model* uses a different, two-matrix block
+    (The [`ResNet`][geomlearn.models.ResNet] *model* uses a different, two-matrix block
     $x \leftarrow x + W_2\,\sigma(W_1 x + b)$.)
 
     **Parameters:** $W \in \mathbb{R}^{\dim \times \dim}$ and, with `use_bias`,

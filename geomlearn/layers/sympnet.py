@@ -45,8 +45,9 @@ from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_even, check_floating, check_int, check_last_dim, float_dtype
 
+# `AbstractSymplecticLayer` (the family's base) is importable from this module but not
+# re-exported: the public API lists the concrete layers.
 __all__ = [
-    "AbstractSymplecticLayer",
     "GradientLayerQ",
     "GradientLayerP",
     "ActivationLayerQ",
@@ -137,7 +138,7 @@ class _AbstractShear(AbstractSymplecticLayer):
     half `x`, computed in `x`'s dtype) and the class variable `_changes_q`.
     """
 
-    _changes_q: ClassVar[bool]
+    _changes_q: eqx.AbstractClassVar[bool]
 
     @abc.abstractmethod
     def _increment(self, x: jax.Array) -> jax.Array:
@@ -246,7 +247,7 @@ class GradientLayerQ(_AbstractGradientLayer):
 class GradientLayerP(_AbstractGradientLayer):
     r"""Gradient P-layer: $p \leftarrow p + h\,K^\top\big(a \odot \sigma(K q + b)\big)$, $q$ unchanged.
 
-    The mirror image of [`GradientLayerQ`][geomlearn.GradientLayerQ] (Jin et al.'s
+    The mirror image of [`GradientLayerQ`][geomlearn.layers.GradientLayerQ] (Jin et al.'s
     "low" gradient module): the increment is the gradient of a scalar function of $q$,
     so the layer is symplectic for every parameter value and every `h`.
     GeometricMachineLearning.jl calls `2·width` its *upscaling dimension*.
@@ -254,7 +255,7 @@ class GradientLayerP(_AbstractGradientLayer):
     **Parameters** (`dim = 2n`, `width = w`): $K \in \mathbb{R}^{w \times n}$,
     $a, b \in \mathbb{R}^{w}$ — in total $w\,(n + 2)$. Initialised as for `GradientLayerQ`.
 
-    **Arguments:** as for [`GradientLayerQ`][geomlearn.GradientLayerQ].
+    **Arguments:** as for [`GradientLayerQ`][geomlearn.layers.GradientLayerQ].
 
     **Call:** `layer(z, h=None)` and `layer.inverse(z, h=None)` on `z` of shape `(dim,)`.
 
@@ -326,12 +327,12 @@ class ActivationLayerQ(_AbstractActivationLayer):
 class ActivationLayerP(_AbstractActivationLayer):
     r"""Activation P-layer: $p \leftarrow p + h\,a \odot \sigma(q)$, $q$ unchanged.
 
-    The mirror image of [`ActivationLayerQ`][geomlearn.ActivationLayerQ] (Jin et al.'s
+    The mirror image of [`ActivationLayerQ`][geomlearn.layers.ActivationLayerQ] (Jin et al.'s
     "low" activation module); symplectic for every parameter value and every `h`.
 
     **Parameters** (`dim = 2n`): $a \in \mathbb{R}^n$ — in total $n$.
 
-    **Arguments:** as for [`ActivationLayerQ`][geomlearn.ActivationLayerQ].
+    **Arguments:** as for [`ActivationLayerQ`][geomlearn.layers.ActivationLayerQ].
 
     ```python
     layer = ActivationLayerP(2, "sin", key=jax.random.PRNGKey(0))
@@ -398,10 +399,10 @@ class LinearLayerQ(_AbstractLinearLayer):
 class LinearLayerP(_AbstractLinearLayer):
     r"""Linear P-layer: $p \leftarrow p + h\,S q$ with $S = S^\top$, $q$ unchanged.
 
-    The mirror image of [`LinearLayerQ`][geomlearn.LinearLayerQ] (Jin et al.'s "low"
+    The mirror image of [`LinearLayerQ`][geomlearn.layers.LinearLayerQ] (Jin et al.'s "low"
     linear sublayer); $n(n+1)/2$ parameters.
 
-    **Arguments:** as for [`LinearLayerQ`][geomlearn.LinearLayerQ].
+    **Arguments:** as for [`LinearLayerQ`][geomlearn.layers.LinearLayerQ].
 
     ```python
     layer = LinearLayerP(2, key=jax.random.PRNGKey(0))
