@@ -188,6 +188,8 @@ def machine_info() -> dict:
 def _fmt(value, spec: str) -> str:
     if value is None:
         return "-"
+    if isinstance(value, str) and spec not in ("", "bool"):
+        return value  # e.g. "nan", as the JSON file stores non-finite numbers
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if spec == "":
@@ -213,10 +215,14 @@ def format_table(title: str, columns: Sequence[tuple[str, str, str]], rows: Sequ
 
 def markdown_table(columns: Sequence[tuple[str, str, str]], rows: Sequence[dict]) -> str:
     """The same table in Markdown."""
-    head = "| " + " | ".join(h for _, h, _ in columns) + " |"
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    head = "| " + " | ".join(cell(h) for _, h, _ in columns) + " |"
     rule = "|" + "|".join("---" for _ in columns) + "|"
     body = [
-        "| " + " | ".join(_fmt(row.get(k), s) for k, _, s in columns) + " |" for row in rows
+        "| " + " | ".join(cell(_fmt(row.get(k), s)) for k, _, s in columns) + " |"
+        for row in rows
     ]
     return "\n".join([head, rule, *body])
 
@@ -285,9 +291,39 @@ def _jsonable(obj):
     return str(obj)
 
 
+def table(title: str, columns: Sequence[tuple[str, str, str]], rows: Sequence[dict]) -> dict:
+    """A table as stored in the JSON payload (printed and rendered to Markdown from it)."""
+    return {"title": title, "columns": [list(c) for c in columns], "rows": list(rows)}
+
+
+def render_text(payload: dict) -> str:
+    """The plain-text tables, targets and notes of a payload (what a benchmark prints)."""
+    parts = [format_table(t["title"], t["columns"], t["rows"]) for t in payload["tables"]]
+    if payload["targets"]:
+        parts.append(format_targets(payload["targets"]))
+    parts += payload.get("notes", [])
+    return "\n\n".join(parts)
+
+
+def render_markdown(payload: dict, *, level: int = 3) -> str:
+    """The tables and targets of a payload in Markdown (for RESULTS.md)."""
+    h = "#" * level
+    parts = []
+    for t in payload["tables"]:
+        parts.append(f"{h} {t['title']}\n\n" + markdown_table(t["columns"], t["rows"]))
+    if payload["targets"]:
+        cols = [("target", "target", ""), ("goal", "goal", ""),
+                ("measured_str", "measured", ""), ("met", "status", "bool"),
+                ("note", "note", "")]
+        rows = [dict(t, measured_str=_measured_str(t)) for t in payload["targets"]]
+        parts.append(f"{h} Targets\n\n" + markdown_table(cols, rows))
+    return "\n\n".join(parts)
+
+
 def make_payload(name: str, *, quick: bool, options: dict, settings: dict, results,
-                 targets: Sequence[dict], started: float, notes: Sequence[str] = (),
-                 machine: dict | None = None, extra: dict | None = None) -> dict:
+                 targets: Sequence[dict], started: float, tables: Sequence[dict] = (),
+                 notes: Sequence[str] = (), machine: dict | None = None,
+                 extra: dict | None = None) -> dict:
     """The JSON document every benchmark writes."""
     payload = {
         "benchmark": name,
@@ -297,9 +333,10 @@ def make_payload(name: str, *, quick: bool, options: dict, settings: dict, resul
         "wall_s": time.perf_counter() - started,
         "machine": machine_info() if machine is None else machine,
         "settings": settings,
-        "results": results,
+        "tables": list(tables),
         "targets": list(targets),
         "notes": list(notes),
+        "results": results,
     }
     if extra:
         payload.update(extra)
@@ -325,6 +362,24 @@ def write_payload(out, name: str, payload: dict) -> Path:
 
 def emit(text: str) -> None:
     print(text, flush=True)
+
+
+def finish(out, payload: dict) -> dict:
+    """Print a payload's tables, write its JSON file, and return it."""
+    emit(render_text(payload))
+    path = write_payload(out, payload["benchmark"], payload)
+    emit(f"wrote {path}")
+    return payload
+
+
+def quick_targets(targets: Sequence[dict], quick: bool) -> list[dict]:
+    """In a quick run no target is marked met or not (its figures measure nothing)."""
+    targets = [dict(t) for t in targets]
+    if quick:
+        for t in targets:
+            t["met"] = None
+            t["note"] = (t["note"] + " " if t["note"] else "") + "(quick run: not a measurement)"
+    return targets
 
 
 # ----------------------------------------------------------------------------- one core

@@ -135,19 +135,16 @@ def run(*, quick: bool = False, out=None, epochs: int | None = None, seed: int |
         ("energy_drift", "energy drift", ".2e"),
         ("symplecticity", "symplecticity residual", ".1e"),
     ]
-    text = C.format_table(
+    title = (
         f"Coupled oscillator, T=pw={SEQ}, {cfg['epochs']} epochs, batch {cfg['batch_size']}; "
-        f"validation on {cfg['n_val']} unseen initial conditions",
-        cols, rows,
+        f"validation on {cfg['n_val']} unseen initial conditions"
     )
-    C.emit(text)
     payload = C.make_payload(
         NAME, quick=quick, options=options,
         settings={**cfg, "seq_length": SEQ, "prediction_window": SEQ, "seed": seed,
                   "dtype": dtype, "optimizer": "fit default: Adam, lr 1e-2 -> 1e-6 exponential",
                   "loss": "relative"},
-        results={"table": rows, "networks": details}, targets=[], started=started,
+        results={"networks": details}, tables=[C.table(title, cols, rows)], targets=[],
+        started=started,
     )
-    path = C.write_payload(out, NAME, payload)
-    C.emit(f"wrote {path}")
-    return payload
+    return C.finish(out, payload)

@@ -214,10 +214,7 @@ def run(*, quick: bool = False, out=None, repeats: int | None = None,
                 f"{r['single']['implicit_midpoint']['median_s']:.3f} s (paper 2.51 s)",
             )
         )
-    if quick:
-        for t in targets:
-            t["met"] = None
-            t["note"] += " (quick run: not a measurement)"
+    targets = C.quick_targets(targets, quick)
     cols = [
         ("dtype", "dtype", ""),
         ("what", "what", ""),
@@ -228,30 +225,23 @@ def run(*, quick: bool = False, out=None, repeats: int | None = None,
         ("batched_states_per_s", f"batched {cfg['batch']}x{cfg['batch_steps']} states/s", ",.0f"),
         ("finite", "finite", ""),
     ]
-    text = "\n\n".join(
-        [
-            C.format_table(
-                "Rollout, one core ("
-                + (f"trained {cfg['model']['class']} from {model}" if model else
-                   "random VolumePreservingTransformer(3, "
-                   + ", ".join(f"{k}={v}" for k, v in cfg["vpt"].items()) + ")")
-                + ", T=pw=3; implicit midpoint dt=0.2)", cols, rows,
-            ),
-            C.format_targets(targets),
-            f"one core: {pinning['how']}",
-        ]
+    title = (
+        "Rollout, one core ("
+        + (f"trained {cfg['model']['class']} from {model}" if model else
+           "random VolumePreservingTransformer(3, "
+           + ", ".join(f"{k}={v}" for k, v in cfg["vpt"].items()) + ")")
+        + ", T=pw=3; implicit midpoint dt=0.2)"
     )
-    C.emit(text)
     payload = C.make_payload(
         NAME,
         quick=quick,
         options={"repeats": repeats, "model": model},
         settings={**cfg, "dt": DT, "T": T, "pw": T, "pinning": pinning},
-        results={"rows": raw["rows"], "table": rows},
+        results={"rows": raw["rows"]},
+        tables=[C.table(title, cols, rows)],
         targets=targets,
+        notes=[f"one core: {pinning['how']}"],
         started=started,
         machine=machine,
     )
-    path = C.write_payload(out, NAME, payload)
-    C.emit(f"wrote {path}")
-    return payload
+    return C.finish(out, payload)

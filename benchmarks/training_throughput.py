@@ -349,36 +349,27 @@ def run(*, quick: bool = False, out=None, repeats: int | None = None) -> dict:
         ("rate", "windows/s", ",.0f"),
         ("compile_s", "compile (s)", ".3f"),
     ]
-    if quick:
-        for t in targets:
-            t["met"] = None
-            t["note"] = (t["note"] + " " if t["note"] else "") + "(quick run: not a measurement)"
-    text = "\n\n".join(
-        [
-            C.format_table(
-                f"GSympNet(2, {_kw(cfg['gsympnet'])}, activation='sigmoid'), 40 pairs, "
-                "Adam 1e-3, MSE, one core", cols, pend_rows,
-            ),
-            C.format_table(
-                f"VolumePreservingTransformer(3, {_kw(cfg['vpt'])}), T=pw=3, relative loss, "
-                "Adam 1e-3, one core", vcols, vpt_rows,
-            ),
-            C.format_targets(targets),
-            f"one core: {pinning['how']}",
-        ]
-    )
-    C.emit(text)
+    targets = C.quick_targets(targets, quick)
+    tables = [
+        C.table(
+            f"GSympNet(2, {_kw(cfg['gsympnet'])}, activation='sigmoid'), 40 pairs, "
+            "Adam 1e-3, MSE, one core", cols, pend_rows,
+        ),
+        C.table(
+            f"VolumePreservingTransformer(3, {_kw(cfg['vpt'])}), T=pw=3, relative loss, "
+            "Adam 1e-3, one core", vcols, vpt_rows,
+        ),
+    ]
     payload = C.make_payload(
         NAME,
         quick=quick,
         options={"repeats": repeats},
         settings={**raw["config"], "pinning": pinning},
-        results={"pendulum": raw["pendulum"], "vpt": raw["vpt"],
-                 "table_pendulum": pend_rows, "table_vpt": vpt_rows},
+        results={"pendulum": raw["pendulum"], "vpt": raw["vpt"]},
+        tables=tables,
         targets=targets,
+        notes=[f"one core: {pinning['how']}"],
         started=started,
         machine=machine,
     )
-    path = C.write_payload(out, NAME, payload)
-    C.emit(f"wrote {path}")
-    return payload
+    return C.finish(out, payload)

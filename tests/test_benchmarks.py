@@ -13,6 +13,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -88,37 +89,97 @@ def test_command_line_and_tables():
     text = C.format_table("T", cols, [{"a": "x", "b": 1.0, "c": True}, {"a": "y", "b": None, "c": False}])
     lines = text.splitlines()
     assert lines[0] == "T" and "1.00" in text and "NOT met" in text and lines[-1].split()[1] == "-"
-    md = C.markdown_table(cols, [{"a": "x", "b": 2.0, "c": True}])
-    assert md.splitlines()[2] == "| x | 2.00 | met |"
+    md = C.markdown_table(cols, [{"a": "x|y", "b": 2.0, "c": True}])
+    assert md.splitlines()[2] == "| x\\|y | 2.00 | met |"  # a "|" in a cell is escaped
 
 
 # ----------------------------------------------------------------------------- quick runs
 
+# Each quick run is the command a user types, `python -m benchmarks NAME --quick --out DIR`,
+# under the suite's JAX rules (strict dtype promotion, rank-promotion errors). The five
+# runs are compile-bound and single-threaded, so they run two at a time (this machine
+# class has 2 cores), longest first; each test then checks one run's output.
+_DRIVER = (
+    "import sys, jax; "
+    "jax.config.update('jax_numpy_dtype_promotion', 'strict'); "
+    "jax.config.update('jax_numpy_rank_promotion', 'raise'); "
+    "from benchmarks.__main__ import main; "
+    "sys.exit(main([sys.argv[1], '--quick', '--out', sys.argv[2]]))"
+)
+_ORDER = ["rigid_body", "coupled_oscillator_lst", "sympnets_pendulum", "training_throughput",
+          "rollout_speed"]
+_PARALLEL = 2
 
-def _check_payload(name, payload, tmp_path, capsys):
-    path = tmp_path / f"{name}.json"
+
+@pytest.fixture(scope="module")
+def quick_runs(tmp_path_factory):
+    assert sorted(_ORDER) == sorted(benchmarks.BENCHMARKS)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    pending, running, done = list(_ORDER), {}, {}
+    deadline = time.monotonic() + 900
+    try:
+        while pending or running:
+            while pending and len(running) < _PARALLEL:
+                name = pending.pop(0)
+                out = tmp_path_factory.mktemp(name)
+                logs = (open(out / "stdout.txt", "w"), open(out / "stderr.txt", "w"))
+                proc = subprocess.Popen(
+                    [sys.executable, "-c", _DRIVER, name, str(out)], cwd=ROOT, env=env,
+                    stdout=logs[0], stderr=logs[1],
+                )
+                running[name] = (proc, out, logs)
+            for name, (proc, out, logs) in list(running.items()):
+                if proc.poll() is None:
+                    continue
+                for f in logs:
+                    f.close()
+                done[name] = {
+                    "returncode": proc.returncode,
+                    "stdout": (out / "stdout.txt").read_text(),
+                    "stderr": (out / "stderr.txt").read_text(),
+                    "out": out,
+                }
+                del running[name]
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"quick benchmarks still running: {sorted(running)}")
+            time.sleep(0.1)
+    finally:
+        for proc, _, logs in running.values():
+            proc.kill()
+            for f in logs:
+                f.close()
+    return done
+
+
+def _quick(quick_runs, name):
+    run = quick_runs[name]
+    assert run["returncode"] == 0, run["stderr"][-4000:]
+    path = run["out"] / f"{name}.json"
     assert path.exists()
-    assert json.loads(path.read_text()) == payload
+    payload = json.loads(path.read_text())
     assert payload["benchmark"] == name and payload["quick"] is True
-    assert payload["command"].startswith(f"python -m benchmarks {name} --quick")
+    assert payload["command"] == f"python -m benchmarks {name} --quick"
     machine = payload["machine"]
     assert machine["cpu_model"] and machine["jax"] and machine["logical_cores"] >= 1
     assert machine["x64"] is True
     for t in payload["targets"]:  # a quick run measures nothing: no target is marked
         assert t["met"] is None and "quick" in t["note"]
-    out = capsys.readouterr().out
-    assert f"wrote {path}" in out
-    return out
+    # the run printed its tables (the same as the JSON file's) and where it wrote them
+    assert C.render_text(payload) in run["stdout"] and f"wrote {path}" in run["stdout"]
+    assert payload["tables"] and all(t["rows"] for t in payload["tables"])
+    md = C.render_markdown(payload)
+    for t in payload["tables"]:
+        assert f"### {t['title']}" in md
+    return payload, run["out"]
 
 
 def _finite(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
 
-def test_training_throughput_quick(tmp_path, capsys):
-    payload = benchmarks.run("training_throughput", quick=True, out=tmp_path)
-    out = _check_payload("training_throughput", payload, tmp_path, capsys)
-    assert "iterations/s" in out and "windows/s" in out
+def test_training_throughput_quick(quick_runs):
+    payload, _ = _quick(quick_runs, "training_throughput")
     # measured in a process restricted to one core, with Eigen's thread pool off
     assert payload["machine"]["cores_available"] == 1
     assert "--xla_cpu_multi_thread_eigen=false" in payload["machine"]["XLA_FLAGS"]
@@ -135,9 +196,8 @@ def test_training_throughput_quick(tmp_path, capsys):
         )
 
 
-def test_rollout_speed_quick(tmp_path, capsys):
-    payload = benchmarks.run("rollout_speed", quick=True, out=tmp_path)
-    _check_payload("rollout_speed", payload, tmp_path, capsys)
+def test_rollout_speed_quick(quick_runs):
+    payload, _ = _quick(quick_runs, "rollout_speed")
     assert payload["machine"]["cores_available"] == 1
     s = payload["settings"]
     for row in payload["results"]["rows"]:
@@ -153,14 +213,13 @@ def test_rollout_speed_quick(tmp_path, capsys):
                 assert what["median_s"] > 0 and what["compile_s"] >= 0
 
 
-def test_rigid_body_quick(tmp_path, capsys):
+def test_rigid_body_quick(quick_runs):
     import jax
     import numpy as np
 
     import geomlearn as gl
 
-    payload = benchmarks.run("rigid_body", quick=True, out=tmp_path)
-    _check_payload("rigid_body", payload, tmp_path, capsys)
+    payload, out = _quick(quick_runs, "rigid_body")
     nets = payload["results"]["networks"]
     assert list(nets) == list(benchmarks.load("rigid_body").QUICK_NETWORKS)
     for name, net in nets.items():
@@ -177,17 +236,16 @@ def test_rigid_body_quick(tmp_path, capsys):
         assert rec["best_loss"] == min(finite)
         assert len(net["validation"]) == 2
         # the saved network loads back to the same parameters
-        model = gl.load(tmp_path / net["saved_model"])
+        model = gl.load(out / net["saved_model"])
         assert type(model).__name__ == net["model"]
         n = sum(a.size for a in jax.tree_util.tree_leaves(model) if hasattr(a, "size"))
         assert n == net["n_params"]
         assert np.isfinite(np.concatenate([np.ravel(a) for a in jax.tree_util.tree_leaves(model)])).all()
 
 
-def test_coupled_oscillator_lst_quick(tmp_path, capsys):
-    payload = benchmarks.run("coupled_oscillator_lst", quick=True, out=tmp_path)
-    _check_payload("coupled_oscillator_lst", payload, tmp_path, capsys)
-    rows = {r["name"]: r for r in payload["results"]["table"]}
+def test_coupled_oscillator_lst_quick(quick_runs):
+    payload, _ = _quick(quick_runs, "coupled_oscillator_lst")
+    rows = {r["name"]: r for r in payload["tables"][0]["rows"]}
     assert set(rows) == {"LST", "SymT", "ST", "GSympNet"}
     # the benchmark reports the structure it measures: symplectic networks to round-off,
     # the standard transformer far from it
@@ -198,10 +256,9 @@ def test_coupled_oscillator_lst_quick(tmp_path, capsys):
         assert _finite(r["loss"]) and r["train_s"] > 0
 
 
-def test_sympnets_pendulum_quick(tmp_path, capsys):
-    payload = benchmarks.run("sympnets_pendulum", quick=True, out=tmp_path)
-    _check_payload("sympnets_pendulum", payload, tmp_path, capsys)
-    rows = {r["name"]: r for r in payload["results"]["table"]}
+def test_sympnets_pendulum_quick(quick_runs):
+    payload, _ = _quick(quick_runs, "sympnets_pendulum")
+    rows = {r["name"]: r for r in payload["tables"][0]["rows"]}
     assert set(rows) == {"G-SympNet", "LA-SympNet", "HenonNet", "HNN", "ResNet"}
     for r in rows.values():
         assert _finite(r["mse_train"]) and _finite(r["mse_test"]) and r["mse_train"] > 0
@@ -209,3 +266,22 @@ def test_sympnets_pendulum_quick(tmp_path, capsys):
     for name in ("G-SympNet", "LA-SympNet", "HenonNet"):
         assert rows[name]["structure"] == "symplectic"
     assert rows["ResNet"]["structure"] == "none"
+
+
+def test_report_renders_recorded_results(tmp_path):
+    from benchmarks import _report
+
+    cols = [("x", "x", ".1f")]
+    payload = C.make_payload(
+        "rollout_speed", quick=False, options={"repeats": 3}, settings={}, results={},
+        tables=[C.table("A table", cols, [{"x": 1.0}])],
+        targets=[C.target("speed", "≤ 1 s", 2.0, False, "s", note="slow")],
+        started=time.perf_counter(),
+    )
+    C.write_payload(tmp_path, "rollout_speed", payload)
+    md = _report.render(tmp_path)
+    assert "## Machine" in md and payload["machine"]["cpu_model"] in md
+    assert "## rollout_speed" in md and "`python -m benchmarks rollout_speed --repeats 3`" in md
+    assert "### A table" in md and "| 1.0 |" in md
+    assert "| speed | ≤ 1 s | 2 s | NOT met | slow |" in md
+    assert "## training_throughput" not in md  # no file, no section
