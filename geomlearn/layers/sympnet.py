@@ -207,7 +207,9 @@ class _AbstractGradientLayer(_AbstractShear):
 
 
 class GradientLayerQ(_AbstractGradientLayer):
-    r"""Gradient Q-layer: $q \leftarrow q + h\,K^\top\big(a \odot \sigma(K p + b)\big)$, $p$ unchanged.
+    r"""Gradient Q-layer: $q \leftarrow q + h\,K^\top\big(a \odot \sigma(K p + b)\big)$.
+
+    ($p$ is unchanged.)
 
     The increment is the gradient of $T(p) = \sum_i a_i\,\Sigma\big((Kp + b)_i\big)$ with
     $\Sigma' = \sigma$, so the Jacobian block $h\,K^\top \operatorname{diag}(a \odot
@@ -245,7 +247,9 @@ class GradientLayerQ(_AbstractGradientLayer):
 
 
 class GradientLayerP(_AbstractGradientLayer):
-    r"""Gradient P-layer: $p \leftarrow p + h\,K^\top\big(a \odot \sigma(K q + b)\big)$, $q$ unchanged.
+    r"""Gradient P-layer: $p \leftarrow p + h\,K^\top\big(a \odot \sigma(K q + b)\big)$.
+
+    ($q$ is unchanged.)
 
     The mirror image of [`GradientLayerQ`][geomlearn.layers.GradientLayerQ] (Jin et al.'s
     "low" gradient module): the increment is the gradient of a scalar function of $q$,

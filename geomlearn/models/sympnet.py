@@ -1,14 +1,19 @@
 r"""SympNets and Hénon networks: feed-forward integrators that are symplectic maps.
 
-Each model is a composition of the symplectic layers of `geomlearn.layers`, so it is an exactly symplectic map of phase space
-for every parameter value and every step size `h`, with a closed-form inverse.
-Trained on pairs $(z_t, z_{t+1})$ of a Hamiltonian system, it becomes a one-step
-integrator $z_{t+1} = \Phi_\theta(z_t)$ that cannot contract or expand phase-space volume.
+Each model is a composition of the symplectic layers of `geomlearn.layers`, so it is an
+exactly symplectic map of phase space for every parameter value and every step size `h`,
+with a closed-form inverse. Trained on pairs $(z_t, z_{t+1})$ of a Hamiltonian system, it
+becomes a one-step integrator $z_{t+1} = \Phi_\theta(z_t)$ that cannot contract or expand
+phase-space volume.
 
 **Step size.** Every model takes an optional `h` (a scalar; under `jax.vmap` one per
 sample) that multiplies every layer's update — the *extended* SympNets of Jin et al.
 for irregularly sampled data. `h=None` means no scaling ($h = 1$); $h \to 0$ tends to
-the identity; the model is symplectic for every $h$.
+the identity; the model is symplectic for every $h$. Worth knowing: since every update is
+a shear scaled by $h$, to first order in $h$ such a model is the time-$h$ flow of a
+*separable* Hamiltonian $T(p) + U(q)$ (for a `HenonNet` too: see `HenonLayer`); the
+coupling of $q$ and $p$ only enters at order $h^2$. So with small, varying steps these
+models represent separable systems best.
 """
 
 from __future__ import annotations
@@ -175,9 +180,9 @@ class LASympNet(AbstractFeedForwardIntegrator):
 
     - a **linear module** $\ell_i(z) = L^{(i)}_{m} \circ \cdots \circ L^{(i)}_1(z) + h\,
       b_i$ is `n_linear` $= m$ symmetric linear shears
-      ([`LinearLayerQ`][geomlearn.layers.LinearLayerQ] / [`LinearLayerP`][geomlearn.layers.LinearLayerP],
-      alternating, starting with Q when `init_upper`) followed by a bias
-      $b_i \in \mathbb{R}^{2n}$ (a translation: symplectic);
+      ([`LinearLayerQ`][geomlearn.layers.LinearLayerQ] /
+      [`LinearLayerP`][geomlearn.layers.LinearLayerP], alternating, starting with Q when
+      `init_upper`) followed by a bias $b_i \in \mathbb{R}^{2n}$ (a translation: symplectic);
     - an **activation layer** $N_i$ is an
       [`ActivationLayerQ`][geomlearn.layers.ActivationLayerQ] /
       [`ActivationLayerP`][geomlearn.layers.ActivationLayerP]; they alternate, $N_1$ a Q-layer
@@ -186,7 +191,8 @@ class LASympNet(AbstractFeedForwardIntegrator):
     So `n_layers` counts the linear modules; there are `n_layers - 1` activation layers.
     **Defaults** (`n_layers=3`, `n_linear=2`) are the paper's pendulum LA-SympNet
     ("3 layers, 2 sublayers"): $\ell_3 \circ N_2 \circ \ell_2 \circ N_1 \circ \ell_1$;
-    the paper used the sigmoid, i.e. `LASympNet(2, activation="sigmoid")` (14 parameters).
+    with the paper's sigmoid activation that is `LASympNet(2, activation="sigmoid")`
+    (14 parameters).
     No argument is capped: any `n_layers ≥ 1`, `n_linear ≥ 1` is used as given.
 
     **Parameters** (`dim = 2n`):
