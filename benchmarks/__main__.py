@@ -21,6 +21,26 @@ def _list() -> str:
     return "\n".join(lines)
 
 
+class _Group:
+    """An argument group that shares an option another benchmark already defined (with
+    `all`, `--repeats` is one option passed to every benchmark that has it)."""
+
+    def __init__(self, parser, group):
+        self.parser, self.group, self.dests = parser, group, []
+
+    def add_argument(self, *flags, **kwargs):
+        existing = self.parser._option_string_actions.get(flags[0])
+        action = existing if existing is not None else self.group.add_argument(*flags, **kwargs)
+        self.dests.append(action.dest)
+        return action
+
+
+def _add_options(parser, name, adder) -> list[str]:
+    group = _Group(parser, parser.add_argument_group(name))
+    adder(group)
+    return group.dests
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(
@@ -46,15 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     names = list(BENCHMARKS) if name == "all" else [name]
     owned: dict[str, list[str]] = {}
     for n in names:
-        module = load(n)
-        adder = getattr(module, "add_arguments", None)
-        if adder is None:
-            owned[n] = []
-            continue
-        group = parser.add_argument_group(n)
-        before = {a.dest for a in parser._actions}
-        adder(group)
-        owned[n] = [a.dest for a in parser._actions if a.dest not in before]
+        adder = getattr(load(n), "add_arguments", None)
+        owned[n] = [] if adder is None else _add_options(parser, n, adder)
     args = parser.parse_args(argv)
 
     from ._common import enable_x64

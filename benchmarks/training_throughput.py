@@ -286,7 +286,7 @@ def run(*, quick: bool = False, out=None, repeats: int | None = None) -> dict:
                 rate, compile_s, median = m["epochs_per_s"], m["compile_s"], m["epoch_time"]["median_s"]
             else:
                 rate = m["iterations_per_s"]
-                compile_s = (m["compile"] if key == "scan" else r["step_compile"])["compile_s"]
+                compile_s = (m["compile"] if key == "scan" else r["step_compile"])["total_s"]
                 median = m["time"]["median_s"]
             pend_rows.append(
                 {
@@ -306,31 +306,30 @@ def run(*, quick: bool = False, out=None, repeats: int | None = None) -> dict:
                 rate, compile_s = m["samples_per_s"], m["compile_s"]
             else:
                 rate = m["windows_per_s"]
-                compile_s = (m["compile"] if key == "scan" else r["step_compile"])["compile_s"]
+                compile_s = (m["compile"] if key == "scan" else r["step_compile"])["total_s"]
             vpt_rows.append(
                 {"dtype": r["dtype"], "how": how, "batch": r["batch"], "rate": rate,
                  "compile_s": compile_s}
             )
 
-    f64 = next(r for r in raw["pendulum"] if r["dtype"] == "float64")
+    f64 = next((r for r in raw["pendulum"] if r["dtype"] == "float64"), raw["pendulum"][0])
     iters = f64["scan"]["iterations_per_s"]
-    compile_scan = f64["scan"]["compile"]["compile_s"]
-    compile_step = f64["step_compile"]["compile_s"]
+    scan_c, step_c = f64["scan"]["compile"], f64["step_compile"]
     targets = [
         C.target(
-            "GSympNet pendulum, float64, one core: iterations/s (scan)",
+            f"GSympNet pendulum, {f64['dtype']}, one core: iterations/s (scan)",
             "≥ 30,000 it/s", iters, iters >= TARGET_ITERS, "it/s",
         ),
         C.target(
-            "GSympNet pendulum, float64: compile time of the training step",
-            "≤ 2 s", max(compile_scan, compile_step), max(compile_scan, compile_step) <= TARGET_COMPILE_S, "s",
-            note=f"XLA compile of the {f64['scan']['steps_per_call']}-step scan "
-            f"{compile_scan:.3f} s, of a single step {compile_step:.3f} s "
-            f"(tracing + lowering not included: {f64['scan']['compile']['trace_lower_s']:.3f} s "
-            "for the scan)",
+            f"GSympNet pendulum, {f64['dtype']}: compile time of the training loop",
+            "≤ 2 s", scan_c["total_s"], scan_c["total_s"] <= TARGET_COMPILE_S, "s",
+            note=f"trace + lower + XLA compile of the {f64['scan']['steps_per_call']}-step "
+            f"scan ({scan_c['trace_lower_s']:.2f} + {scan_c['compile_s']:.2f} s); of a single "
+            f"jitted step {step_c['total_s']:.2f} s; geomlearn.fit's first epoch exceeds its "
+            f"steady epochs by {f64['fit']['compile_s']:.2f} s",
         ),
         C.target(
-            "GSympNet pendulum, float64, one core: geomlearn.fit epochs/s (= iterations/s)",
+            f"GSympNet pendulum, {f64['dtype']}, one core: geomlearn.fit epochs/s (= iterations/s)",
             "(no target; reported)", f64["fit"]["epochs_per_s"], None, "it/s",
         ),
     ]
@@ -368,7 +367,13 @@ def run(*, quick: bool = False, out=None, repeats: int | None = None) -> dict:
         results={"pendulum": raw["pendulum"], "vpt": raw["vpt"]},
         tables=tables,
         targets=targets,
-        notes=[f"one core: {pinning['how']}"],
+        notes=[
+            "compile: trace + lower + XLA compile, ahead of time, of the scan (scan) and of "
+            "the single jitted step (python loop); for geomlearn.fit, the first epoch's time "
+            "minus the median epoch time. Rates are medians of "
+            f"{cfg['repeats']} timed calls after compilation.",
+            f"one core: {pinning['how']}",
+        ],
         started=started,
         machine=machine,
     )

@@ -60,6 +60,13 @@ def test_unknown_benchmark_is_rejected_with_the_valid_names():
         benchmarks.load("no_such_benchmark")
 
 
+def test_all_collects_every_benchmarks_options_without_conflict():
+    proc = _run_cli("-m", "benchmarks", "all", "--help")
+    assert proc.returncode == 0, proc.stderr
+    for flag in ("--quick", "--out", "--repeats", "--model", "--budget-min", "--epochs"):
+        assert flag in proc.stdout
+
+
 def test_every_benchmark_module_has_the_runner_interface():
     for name in benchmarks.BENCHMARKS:
         module = benchmarks.load(name)
