@@ -58,7 +58,7 @@ _UNROLL_SUBSTITUTION_MAX = 16
 # multiply-adds that XLA fuses with the surrounding activation and residual add) instead
 # of `dot` calls: in long rollouts of small networks (d, T of a few units) the cost is
 # the number of kernels per step, not arithmetic.
-_UNROLL_MAX = 8
+_UNROLL_MAX = 4
 
 
 def _mm(a, b):
