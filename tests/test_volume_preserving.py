@@ -114,6 +114,11 @@ call = fast_jit(lambda f, *args: f(*args))
 _round_trip = fast_jit(lambda f, x, *h: (f.inverse(f(x, *h), *h), f(f.inverse(x, *h), *h)))
 
 
+def jit_grad(loss, module):
+    """The gradient of `loss(module)` with respect to every parameter, jitted."""
+    return fast_jit(lambda m: eqx.filter_grad(loss)(m))(module)
+
+
 def assert_finite_nonzero_grads(grads, *, all_nonzero=False):
     leaves = jax.tree_util.tree_leaves(eqx.filter(grads, eqx.is_inexact_array))
     assert leaves and all(bool(jnp.all(jnp.isfinite(g))) for g in leaves)
@@ -243,7 +248,7 @@ def test_layer_jit_vmap_grad_dtype(cls, dtype, key, tol):
     assert eager.dtype == dtype
     np.testing.assert_allclose(eqx.filter_jit(layer)(X[0]), eager[0], rtol=0, atol=tol(dtype))
     np.testing.assert_allclose(jax.vmap(layer)(X), eager, rtol=0, atol=tol(dtype))
-    grads = fast_jit(lambda f: eqx.filter_grad(lambda m: jnp.sum(jax.vmap(m)(X) ** 2))(f))(layer)
+    grads = jit_grad(lambda m: jnp.sum(jax.vmap(m)(X) ** 2), layer)
     assert_finite_nonzero_grads(grads, all_nonzero=True)
     # dtype follows the input, whatever the parameter dtype.
     other = other_dtype(dtype)
@@ -620,7 +625,7 @@ def test_feedforward_jit_vmap_grad_dtype(dtype, key, tol):
     atol = 10 * tol(dtype)
     # jit and vmap at once, against the eager loop.
     np.testing.assert_allclose(eqx.filter_jit(jax.vmap(model))(X, hs), eager, rtol=0, atol=atol)
-    grads = fast_jit(lambda f: eqx.filter_grad(lambda m: jnp.sum(jax.vmap(m)(X, hs) ** 2))(f))(model)
+    grads = jit_grad(lambda m: jnp.sum(jax.vmap(m)(X, hs) ** 2), model)
     assert_finite_nonzero_grads(grads, all_nonzero=True)
     assert model(X[0].astype(other_dtype(dtype))).dtype == other_dtype(dtype)
 
@@ -801,7 +806,7 @@ def test_transformer_jit_vmap_grad_dtype(dtype, key, tol):
     atol = 10 * tol(dtype)
     # jit and vmap at once, against the eager loop.
     np.testing.assert_allclose(eqx.filter_jit(jax.vmap(model))(Zs), eager, rtol=0, atol=atol)
-    grads = fast_jit(lambda f: eqx.filter_grad(lambda m: jnp.sum(jax.vmap(m)(Zs) ** 2))(f))(model)
+    grads = jit_grad(lambda m: jnp.sum(jax.vmap(m)(Zs) ** 2), model)
     assert_finite_nonzero_grads(grads, all_nonzero=True)
     assert model(Zs[0].astype(other_dtype(dtype))).dtype == other_dtype(dtype)
 

@@ -23,7 +23,6 @@ $Z \mapsto \Lambda^\top Z$). A call returns the input's dtype: parameters are ca
 
 from __future__ import annotations
 
-import abc
 import math
 from typing import Callable, ClassVar, Literal
 
@@ -284,8 +283,8 @@ class VolumePreservingLowerLayer(_AbstractTriangularLayer):
     linear, $x \mapsto x + Lx + b$.
 
     Brantner, de Romemont, Kraus, Li, *Volume-Preserving Transformers for Learning Time
-    Series Data with Structure*, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166,
-    §3 (modelled on the LA-SympNet modules of Jin et al., 2020).
+    Series Data with Structure*, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166
+    (modelled on the LA-SympNet modules of Jin et al., 2020).
 
     **Arguments:**
 
@@ -297,7 +296,7 @@ class VolumePreservingLowerLayer(_AbstractTriangularLayer):
 
     **Parameters:** `weight`, the $d(d-1)/2$ free entries of $L$ (row by row), and
     `bias` ($d$ entries, or `None`). Both are initialised $U(-1/\sqrt d, 1/\sqrt d)$.
-    [`matrix()`][geomlearn.VolumePreservingLowerLayer.matrix] returns $L$.
+    `matrix()` returns $L$.
 
     **Call:** `layer(x, h=None)` with `x` a point `(dim,)` or a window `(T, dim)` (each
     row is mapped); returns an array of the same shape and dtype.
@@ -325,7 +324,7 @@ class VolumePreservingUpperLayer(_AbstractTriangularLayer):
     Alternating lower and upper layers lets every component influence every other one.
 
     Brantner, de Romemont, Kraus, Li, *Volume-Preserving Transformers for Learning Time
-    Series Data with Structure*, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166, §3.
+    Series Data with Structure*, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166.
 
     **Arguments:** as for
     [`VolumePreservingLowerLayer`][geomlearn.VolumePreservingLowerLayer]; `weight`
@@ -444,13 +443,14 @@ class VolumePreservingAttention(eqx.Module):
     **skew-symmetric** matrix ($d(d-1)/2$ parameters), so $C$ is skew, $\Lambda$ is
     orthogonal with $\det\Lambda = 1$, and the layer **preserves volume** on
     $\mathbb{R}^{T \times d}$ for every $A$, every $T$ and every $d$. No $1/\sqrt d$
-    factor is applied, as in the paper's definition $\Lambda(Z) = \operatorname{Cayley}
-    (Z^\top A Z)$ (a constant factor would only rescale the free matrix $A$).
+    factor is applied, as in the paper's definition $\Lambda = \operatorname{Cayley}
+    (Z^\top A Z)$ (states as columns there); a constant factor would only rescale the
+    free matrix $A$.
 
-    *Why the volume is preserved.* The paper (§3) notes that for a fixed $\Lambda$ the map
-    is multiplication by the orthogonal matrix $I_d \otimes \Lambda^\top$; since $\Lambda$
-    depends on $Z$, the full Jacobian has a second term, and the argument is completed
-    as follows. (i) $C$ is invariant:
+    *Why the volume is preserved.* The paper notes that for a fixed $\Lambda$ the map is
+    multiplication by the orthogonal matrix $I_d \otimes \Lambda^\top$; since $\Lambda$
+    depends on $Z$, the full Jacobian has a second term, and the argument can be
+    completed as follows. (i) $C$ is invariant:
     $C(\Lambda^\top Z) = \Lambda^\top C \Lambda = C$, because $\Lambda$ is orthogonal and
     commutes with $C$. (ii) Hence $f_s(Z) = \operatorname{Cayley}(sC(Z))^\top Z$,
     $s \in [0, 1]$, is the flow of the time-dependent field
@@ -458,10 +458,12 @@ class VolumePreservingAttention(eqx.Module):
     (iii) A field $Y \mapsto C(Y)^m Y$ with $m$ odd has divergence
     $d\operatorname{tr}C^m + \sum_{r=0}^{m-1}\big(\operatorname{tr}C^r\operatorname{tr}
     C^{m-r} - (-1)^{m-1-r}\operatorname{tr}C^m\big)$, and traces of odd powers of a skew
-    matrix vanish, so it is $0$ (this uses $A^\top = -A$); by analyticity the same holds
-    for $K_s$. By Liouville's theorem $f = f_1$ preserves volume. (i) also gives the
+    matrix vanish, so it is $0$ (this uses $A^\top = -A$). Expanding $K_s$ in odd powers
+    of $C$ shows $\operatorname{div} V_s = 0$ where the series converges, hence
+    everywhere (the divergence is real-analytic in $Y$). By Liouville's theorem
+    $f = f_1$ preserves volume. (i) also gives the
     exact inverse $Z = \Lambda(Y)\,Y$ for $Y = \Lambda(Z)^\top Z$
-    ([`inverse`][geomlearn.VolumePreservingAttention.inverse]). The test suite checks
+    (`inverse`). The test suite checks
     $|\det J - 1| \le 10^{-12}$ in float64 for many $T$, $d$ and parameters.
 
     **`weighting="arbitrary"`** reproduces the other variant of GeometricMachineLearning.jl
@@ -480,7 +482,7 @@ class VolumePreservingAttention(eqx.Module):
     symmetric part is $I$). Both are differentiable and run on every backend.
 
     Brantner, de Romemont, Kraus, Li, *Volume-Preserving Transformers for Learning Time
-    Series Data with Structure*, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166, §4.
+    Series Data with Structure*, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166.
 
     **Arguments:**
 
@@ -494,7 +496,7 @@ class VolumePreservingAttention(eqx.Module):
 
     **Call:** `attention(Z)` with `Z` of shape `(T, dim)`, any `T ≥ 1`; returns
     $\Lambda(Z)^\top Z$ with the same shape and dtype.
-    [`weights(Z)`][geomlearn.VolumePreservingAttention.weights] returns $\Lambda(Z)$.
+    `weights(Z)` returns $\Lambda(Z)$.
 
     ```python
     att = VolumePreservingAttention(3, key=jax.random.PRNGKey(0))

@@ -88,13 +88,17 @@ class VolumePreservingFeedForward(AbstractFeedForwardIntegrator):
     parameters: **135** for `dim=3, n_blocks=6` (the paper's count; also
     GeometricMachineLearning.jl's `VolumePreservingFeedForward`).
 
+    Parameters are initialised like `eqx.nn.Linear`'s, $U(-1/\sqrt d, 1/\sqrt d)$. In
+    the call, each run of consecutive linear layers is applied as the single affine map
+    it composes to (the same function, with fewer steps).
+
     **Step size.** `model(z, h)` scales every layer's increment by the scalar `h`,
     $x \mapsto x + h\,\sigma(Lx + b)$ (the extended-SympNet convention of
     `AbstractFeedForwardIntegrator`). Every Jacobian stays unit-triangular, so the map
     is volume-preserving for every `h`; `h=None` means $h = 1$ (the paper's network).
 
     Brantner, de Romemont, Kraus, Li, *Volume-Preserving Transformers for Learning Time
-    Series Data with Structure*, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166, §3.
+    Series Data with Structure*, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166.
 
     **Arguments:**
 
@@ -234,7 +238,7 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
     **180** (arbitrary), as in the paper and in GeometricMachineLearning.jl.
 
     Brantner, de Romemont, Kraus, Li, *Volume-Preserving Transformers for Learning Time
-    Series Data with Structure*, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166, §4.
+    Series Data with Structure*, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166.
 
     **Arguments:**
 
@@ -247,8 +251,9 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
     - `key`: a JAX PRNG key; `dtype`: the parameter dtype (`None`: JAX's default float).
 
     **Call:** `model(Z)` with `Z` a window `(T, dim)`, any $T \ge 1$; returns a window of
-    the same shape and dtype (for training on `T → T` windows the whole output is the
-    prediction). `model.inverse(Y)` is the exact inverse (skew weighting only).
+    the same shape and dtype (which of its rows count as the prediction is the training
+    and rollout's prediction window). `model.inverse(Y)` is the exact inverse (skew
+    weighting only).
 
     ```python
     model = VolumePreservingTransformer(3, n_blocks=2, L=3, key=jax.random.PRNGKey(0))
@@ -336,7 +341,7 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
 
     def inverse(self, Y: Float[Array, "T dim"]) -> Float[Array, "T dim"]:
         r"""The exact inverse $\Phi_\theta^{-1}$ (skew weighting only; see
-        [`VolumePreservingAttention.inverse`][geomlearn.VolumePreservingAttention.inverse])."""
+        `VolumePreservingAttention.inverse`)."""
         self._check(Y)
         for attention, feedforward in zip(reversed(self.attention), reversed(self.feedforward)):
             Y = attention.inverse(feedforward.inverse(Y))
