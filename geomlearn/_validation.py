@@ -54,3 +54,29 @@ def check_last_dim(name: str, x, dim: int, *, ndim: tuple[int, ...]) -> None:
         raise ValueError(f"{name} expects a {expected} input, got shape {shape}")
     if shape[-1] != dim:
         raise ValueError(f"{name} expects last dimension {dim}, got shape {shape}")
+
+
+def check_bool(name: str, value) -> bool:
+    """A configuration flag: a Python (or NumPy) bool, `TypeError` naming `name` otherwise."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {value!r} ({type(value).__name__})")
+    return bool(value)
+
+
+def step_size(h, dtype):
+    """A step size `h` as a 0-d array of `dtype`, or `None` (no scaling).
+
+    `h` is one scalar per sample (batches of step sizes go through `jax.vmap`).
+    """
+    if h is None:
+        return None
+    shape = jnp.shape(h)
+    if shape != ():
+        raise ValueError(
+            f"the step size h must be a scalar (one per sample; use jax.vmap for a batch), "
+            f"got shape {shape}"
+        )
+    h = jnp.asarray(h)
+    if not (jnp.issubdtype(h.dtype, jnp.floating) or jnp.issubdtype(h.dtype, jnp.integer)):
+        raise TypeError(f"the step size h must be a real number, got dtype {h.dtype}")
+    return h.astype(dtype)

@@ -44,6 +44,7 @@ import numpy as np
 from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_even, check_floating, check_int, check_last_dim, float_dtype
+from .._validation import step_size as _step_size
 
 # `AbstractSymplecticLayer` (the family's base) is importable from this module but not
 # re-exported: the public API lists the concrete layers.
@@ -71,22 +72,6 @@ def _check_point(name: str, z, dim: int) -> None:
     """A single phase-space point of shape `(dim,)` with a floating dtype."""
     check_floating(f"{name} input", z)
     check_last_dim(name, z, dim, ndim=(1,))
-
-
-def _step_size(h, dtype) -> jax.Array | None:
-    """`h` as a 0-d array of `dtype`, or `None` (no scaling)."""
-    if h is None:
-        return None
-    shape = jnp.shape(h)
-    if shape != ():
-        raise ValueError(
-            f"the step size h must be a scalar (one per sample; use jax.vmap for a batch), "
-            f"got shape {shape}"
-        )
-    h = jnp.asarray(h)
-    if not (jnp.issubdtype(h.dtype, jnp.floating) or jnp.issubdtype(h.dtype, jnp.integer)):
-        raise TypeError(f"the step size h must be a real number, got dtype {h.dtype}")
-    return h.astype(dtype)
 
 
 def _scale(increment: jax.Array, h: jax.Array | None) -> jax.Array:

@@ -35,6 +35,7 @@ from jax import lax
 from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_floating, check_int, check_last_dim, float_dtype
+from .._validation import step_size as _step_size, check_bool as _check_bool
 
 __all__ = [
     "VolumePreservingLowerLayer",
@@ -107,28 +108,6 @@ def _triangular(weight: Array, dim: int, lower: bool, *, transpose: bool = False
     padded = jnp.concatenate([weight, jnp.zeros((1,), dtype=weight.dtype)])
     index = _triangle_index(dim, lower)
     return padded[index.T if transpose else index]
-
-
-def _step_size(h, dtype) -> Array | None:
-    """`h` as a 0-d array of `dtype`, or `None` (no scaling)."""
-    if h is None:
-        return None
-    shape = jnp.shape(h)
-    if shape != ():
-        raise ValueError(
-            f"the step size h must be a scalar (one per sample; use jax.vmap for a batch), "
-            f"got shape {shape}"
-        )
-    h = jnp.asarray(h)
-    if not (jnp.issubdtype(h.dtype, jnp.floating) or jnp.issubdtype(h.dtype, jnp.integer)):
-        raise TypeError(f"the step size h must be a real number, got dtype {h.dtype}")
-    return h.astype(dtype)
-
-
-def _check_bool(name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {value!r} ({type(value).__name__})")
-    return bool(value)
 
 
 # ---------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_even, check_int, float_dtype
+from .._validation import check_bool as _check_bool
 from ..layers.henon import HenonLayer
 from ..layers.sympnet import (
     ActivationLayerP,
@@ -42,12 +43,6 @@ from ..layers.sympnet import (
 from ._base import AbstractFeedForwardIntegrator
 
 __all__ = ["GSympNet", "LASympNet", "HenonNet"]
-
-
-def _check_bool(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
-    return value
 
 
 @eqx.filter_jit

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_even, check_floating, check_int, float_dtype
+from .._validation import check_bool as _check_bool
 from ..layers.attention import (
     LinearSymplecticAttentionP,
     LinearSymplecticAttentionQ,
@@ -45,12 +46,6 @@ from ..layers.sympnet import GradientLayerP, GradientLayerQ
 from ._base import AbstractTransformerIntegrator
 
 __all__ = ["Transformer", "LinearSymplecticTransformer", "SymplecticTransformer"]
-
-
-def _check_bool(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r} ({type(value).__name__})")
-    return value
 
 
 def _check_model_window(name: str, Z, dim: int) -> None:
