@@ -152,6 +152,22 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def git_revision() -> str | None:
+    """The repository's commit (with `+dirty` when the work tree has changes), if known."""
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+            text=True, timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+            capture_output=True, text=True, timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (rev + ("+dirty" if dirty else "")) or None
+
+
 def machine_info() -> dict:
     """CPU model, cores, the cores this process may use, versions, XLA flags."""
     import equinox
@@ -179,6 +195,7 @@ def machine_info() -> dict:
         "jax_devices": [str(d) for d in jax.devices()],
         "x64": bool(jax.config.jax_enable_x64),
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
+        "git": git_revision(),
     }
 
 

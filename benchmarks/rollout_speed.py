@@ -21,7 +21,8 @@ benchmark saves its networks as `rigid_body_<name>.geomlearn` next to its JSON f
 without it the network has random parameters. The computation does not depend on the
 parameter values, but a random network leaves the bounded region within a few hundred
 steps and then computes with inf/NaN (which this CPU handles at full speed, unlike
-subnormal numbers); the table says whether each rollout stayed finite.
+subnormal numbers); the table says whether each rollout stayed finite and where the
+single rollout first left the finite numbers.
 """
 
 from __future__ import annotations
@@ -58,11 +59,19 @@ def add_arguments(parser) -> None:
 
 
 def _stats(traj) -> dict:
+    """Whether a rollout `(..., N, d)` stayed finite, and its first non-finite state."""
     import numpy as np
 
     a = np.asarray(traj)
-    finite = bool(np.isfinite(a).all())
-    return {"finite": finite, "max_abs": float(np.nanmax(np.abs(a))) if a.size else 0.0}
+    ok = np.isfinite(a).all(axis=-1)  # (..., N)
+    bad = np.where(~ok.reshape(-1, ok.shape[-1]).all(axis=0))[0]
+    with np.errstate(invalid="ignore"):
+        max_abs = float(np.nanmax(np.abs(a))) if np.isfinite(a).any() else float("nan")
+    return {
+        "finite": bool(ok.all()),
+        "first_nonfinite_state": int(bad[0]) if bad.size else None,
+        "max_abs": max_abs,
+    }
 
 
 def _summary(t: dict) -> dict:
@@ -201,6 +210,7 @@ def run(*, quick: bool = False, out=None, repeats: int | None = None,
                     "paper_s": paper,
                     "batched_states_per_s": b["states_per_s"],
                     "finite": s["finite"] and b["finite"],
+                    "first_nonfinite": s["first_nonfinite_state"],
                 }
             )
     targets = []
@@ -224,6 +234,7 @@ def run(*, quick: bool = False, out=None, repeats: int | None = None,
         ("paper_s", "paper (s)", ".2f"),
         ("batched_states_per_s", f"batched {cfg['batch']}x{cfg['batch_steps']} states/s", ",.0f"),
         ("finite", "finite", ""),
+        ("first_nonfinite", "first non-finite state", "d"),
     ]
     title = (
         "Rollout, one core ("
