@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import geomlearn
+
+from _helpers import n_params, normal, randomize
 from geomlearn.geometry import symplecticity_residual, volume_residual
 from geomlearn.layers import HenonLayer
 
@@ -15,26 +17,6 @@ from geomlearn.layers import HenonLayer
 def rng():
     """NumPy random numbers for test data and random parameters (no per-shape compiles)."""
     return np.random.default_rng(314)
-
-
-def normal(rng, shape, dtype=jnp.float64, scale=1.0):
-    return jnp.asarray(scale * rng.standard_normal(shape), dtype=dtype)
-
-
-def randomize(module, rng, scale=1.0):
-    params, static = eqx.partition(module, eqx.is_inexact_array)
-    leaves, treedef = jax.tree_util.tree_flatten(params)
-    new = [normal(rng, x.shape, x.dtype, scale) for x in leaves]
-    return eqx.combine(jax.tree_util.tree_unflatten(treedef, new), static)
-
-
-def n_params(module):
-    """Parameters of a module or of its `eqx.filter_eval_shape` skeleton (no arrays built)."""
-    return sum(
-        int(np.prod(x.shape))
-        for x in jax.tree_util.tree_leaves(module)
-        if eqx.is_inexact_array(x) or isinstance(x, jax.ShapeDtypeStruct)
-    )
 
 
 # One hidden width throughout: each new parameter shape compiles the random initialiser.
