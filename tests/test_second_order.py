@@ -1,0 +1,377 @@
+"""Tests of `geomlearn.second_order`: Levenberg–Marquardt and Gauss–Newton."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from jax.flatten_util import ravel_pytree
+
+import geomlearn as gl
+from geomlearn.second_order import (
+    GaussNewton,
+    LevenbergMarquardt,
+    LMInfo,
+    LMState,
+    normal_equations,
+)
+
+# ------------------------------------------------------------------ problems
+
+
+def _linear_problem(key, M=37, k=4, out=2, dtype=jnp.float64):
+    """`y_i = W x_i + b + noise`: a residual linear in the parameters `(W, b)`."""
+    kx, kw, kn = jax.random.split(key, 3)
+    x = jax.random.normal(kx, (M, k), dtype)
+    W = jax.random.normal(kw, (out, k), dtype)
+    y = x @ W.T + jnp.asarray(0.5, dtype) + jnp.asarray(0.1, dtype) * jax.random.normal(
+        kn, (M, out), dtype
+    )
+    params = {"W": jnp.zeros((out, k), dtype), "b": jnp.zeros((out,), dtype)}
+
+    def residual(p, xi, yi):
+        return p["W"] @ xi + p["b"] - yi
+
+    return params, residual, x, y
+
+
+def _exp_problem(dtype=jnp.float64):
+    t = jnp.linspace(0.0, 2.0, 41, dtype=dtype)
+    y = jnp.asarray(2.0, dtype) * jnp.exp(jnp.asarray(-1.3, dtype) * t) + jnp.asarray(0.3, dtype)
+    params = {
+        "a": jnp.asarray(1.0, dtype),
+        "b": jnp.asarray(-0.5, dtype),
+        "c": jnp.asarray(0.0, dtype),
+    }
+
+    def residual(p, ti, yi):
+        return jnp.reshape(p["a"] * jnp.exp(p["b"] * ti) + p["c"] - yi, (1,))
+
+    return params, residual, t, y
+
+
+def _pendulum_problem(key, dtype=jnp.float64, n_layers=2, width=8):
+    train, _ = gl.datasets.pendulum_sympnets(dtype=dtype)
+    x, y = (jnp.asarray(a) for a in train.pairs())
+    model = gl.GSympNet(2, n_layers=n_layers, width=width, key=key, dtype=dtype)
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+
+    def residual(p, xi, yi):
+        return eqx.combine(p, static)(xi) - yi
+
+    return params, residual, x, y
+
+
+def _run(opt, params, residual, x, y, n, key):
+    """`n` iterations inside one `lax.scan`; returns the final params, state and infos."""
+    state = opt.init(params)
+
+    @jax.jit
+    def go(p, s):
+        def body(c, k):
+            p, s = c
+            p, s, info = opt.step(p, s, residual, x, y, k)
+            return (p, s), info
+
+        return jax.lax.scan(body, (p, s), jax.random.split(key, n))
+
+    (p, s), infos = go(params, state)
+    return p, s, infos
+
+
+# ------------------------------------------------------------------ closed form
+
+
+def test_gauss_newton_one_step_solves_linear_least_squares(key):
+    params, residual, x, y = _linear_problem(key())
+    # independent reference: numpy's least squares on the design matrix [x, 1]
+    xn, yn = np.asarray(x), np.asarray(y)
+    design = np.concatenate([xn, np.ones((xn.shape[0], 1))], axis=1)
+    coef, *_ = np.linalg.lstsq(design, yn, rcond=None)  # (k+1, out)
+    gn = GaussNewton(chunk_size=10)
+    new, state, info = gn.step(params, gn.init(params), residual, x, y, key())
+    np.testing.assert_allclose(np.asarray(new["W"]), coef[:-1].T, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(new["b"]), coef[-1], rtol=1e-10, atol=1e-12)
+    assert bool(info.accepted) and int(info.tries) == 1
+    expected_ss = np.sum((design @ coef - yn) ** 2)
+    np.testing.assert_allclose(float(info.new_loss), expected_ss, rtol=1e-10)
+    np.testing.assert_allclose(
+        float(info.new_relative_loss), np.sqrt(expected_ss / np.sum(yn**2)), rtol=1e-10
+    )
+    assert float(state.damping) == 0.0
+
+
+def test_gauss_newton_rank_deficient_gives_minimum_norm_solution(key):
+    """Two parameters that enter only as their sum: numpy's minimum-norm lstsq answer."""
+    kx, kn = jax.random.split(key())
+    x = jax.random.normal(kx, (23, 3))
+    y = x @ jnp.asarray([1.0, -2.0, 0.5]) + 0.05 * jax.random.normal(kn, (23,))
+    params = {"u": jnp.zeros(3), "v": jnp.zeros(3), "w": jnp.ones(2)}
+
+    def residual(p, xi, yi):
+        return jnp.reshape(xi @ (p["u"] + p["v"]) + xi[:2] @ (p["w"] - p["w"]) - yi, (1,))
+
+    xn, yn = np.asarray(x), np.asarray(y)
+    design = np.concatenate([xn, xn, np.zeros((23, 2))], axis=1)
+    # the step from θ0 solves design · δ ≈ y − design · θ0 with minimum norm
+    theta0 = np.concatenate([np.zeros(6), np.ones(2)])
+    delta, *_ = np.linalg.lstsq(design, yn - design @ theta0, rcond=None)
+    gn = GaussNewton()
+    new, _, info = gn.step(params, gn.init(params), residual, x, y)
+    got = np.concatenate([np.asarray(new["u"]), np.asarray(new["v"]), np.asarray(new["w"])])
+    np.testing.assert_allclose(got, theta0 + delta, rtol=1e-9, atol=1e-11)
+    assert bool(info.accepted)
+
+
+def test_levenberg_marquardt_converges_on_linear_least_squares(key):
+    params, residual, x, y = _linear_problem(key())
+    xn, yn = np.asarray(x), np.asarray(y)
+    design = np.concatenate([xn, np.ones((xn.shape[0], 1))], axis=1)
+    coef, *_ = np.linalg.lstsq(design, yn, rcond=None)
+    p, _, _ = _run(LevenbergMarquardt(damping=1.0), params, residual, x, y, 30, key())
+    np.testing.assert_allclose(np.asarray(p["W"]), coef[:-1].T, rtol=1e-8, atol=1e-10)
+
+
+def test_normal_equations_match_dense_jacobian_any_chunk(key):
+    """Chunked accumulation (M not divisible by the chunk) = the dense Jacobian's."""
+    params, residual, x, y = _pendulum_problem(key())
+    flat, unravel = ravel_pytree(params)
+
+    def all_residuals(theta):
+        return jax.vmap(lambda xi, yi: residual(unravel(theta), xi, yi))(x, y).ravel()
+
+    J = jax.jacfwd(all_residuals)(flat)
+    r = all_residuals(flat)
+    M = x.shape[0]
+    for chunk in (7, M, 3 * M):
+        assert M % 7 != 0
+        A, g, S = normal_equations(residual, params, x, y, chunk_size=chunk)
+        np.testing.assert_allclose(A, J.T @ J, rtol=1e-11, atol=1e-12)
+        np.testing.assert_allclose(g, J.T @ r, rtol=1e-11, atol=1e-12)
+        np.testing.assert_allclose(S, r @ r, rtol=1e-12)
+    for mode in ("fwd", "rev"):
+        A, g, _ = normal_equations(residual, params, x, y, chunk_size=9, jacobian=mode)
+        np.testing.assert_allclose(A, J.T @ J, rtol=1e-11, atol=1e-12)
+
+
+def test_chunked_step_equals_unchunked(key):
+    params, residual, x, y = _pendulum_problem(key())
+    k = key()
+    outs = []
+    for chunk in (7, x.shape[0]):
+        lm = LevenbergMarquardt(chunk_size=chunk)
+        outs.append(lm.step(params, lm.init(params), residual, x, y, k))
+    (p1, s1, i1), (p2, s2, i2) = outs
+    np.testing.assert_allclose(ravel_pytree(p1)[0], ravel_pytree(p2)[0], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(float(i1.new_loss), float(i2.new_loss), rtol=1e-10)
+    assert float(s1.damping) == float(s2.damping)
+
+
+# ------------------------------------------------------------- nonlinear problems
+
+
+def test_monotone_decrease_and_beats_adam(key):
+    # 192 parameters: capacity enough to go far below Adam's plateau
+    params, residual, x, y = _pendulum_problem(key(), n_layers=4, width=16)
+    n = 40
+    p, state, infos = _run(LevenbergMarquardt(), params, residual, x, y, n, key())
+    new_loss = np.asarray(infos.new_loss)
+    loss = np.asarray(infos.loss)
+    assert np.all(new_loss <= loss)  # never increases
+    np.testing.assert_allclose(loss[1:], new_loss[:-1], rtol=1e-12)  # full batch: chained
+    assert int(state.steps) == n and int(state.accepted) == int(np.sum(infos.accepted))
+    lm_rel = float(infos.new_relative_loss[-1])
+
+    # plain Adam, the same number of full-batch iterations, its best learning rate
+    def rel_loss(p):
+        r = jax.vmap(residual, (None, 0, 0))(p, x, y)
+        return jnp.sqrt(jnp.sum(jnp.square(r)) / jnp.sum(jnp.square(y)))
+
+    def adam(lr):
+        opt = optax.adam(lr)
+
+        def body(c, _):
+            p, s = c
+            g = jax.grad(rel_loss)(p)
+            u, s = opt.update(g, s, p)
+            return (optax.apply_updates(p, u), s), None
+
+        (p, _), _ = jax.lax.scan(body, (params, opt.init(params)), None, length=n)
+        return rel_loss(p)
+
+    with jax.numpy_dtype_promotion("standard"):
+        adam_rel = min(float(jax.jit(adam)(lr)) for lr in (1e-3, 1e-2, 1e-1))
+    assert lm_rel < adam_rel / 10, (lm_rel, adam_rel)
+
+
+def test_exponential_fit_recovers_parameters():
+    params, residual, t, y = _exp_problem()
+    p, _, infos = _run(LevenbergMarquardt(chunk_size=8), params, residual, t, y, 40,
+                       jax.random.PRNGKey(0))
+    np.testing.assert_allclose([float(p["a"]), float(p["b"]), float(p["c"])],
+                               [2.0, -1.3, 0.3], rtol=1e-7)
+    assert np.all(np.diff(np.asarray(infos.new_loss)) <= 0)
+
+
+def test_levenberg_damping_identity_also_converges():
+    params, residual, t, y = _exp_problem()
+    lm = LevenbergMarquardt(marquardt_scaling=False, damping=1.0)
+    _, _, infos = _run(lm, params, residual, t, y, 60, jax.random.PRNGKey(0))
+    assert float(infos.new_relative_loss[-1]) < 1e-6
+
+
+def test_rejected_step_keeps_params_and_raises_damping():
+    # r(θ) = θ³ − 1 from θ = 0.1: the (nearly undamped) Gauss–Newton step overshoots to
+    # θ ≈ 33 where the loss is enormous.
+    params = {"theta": jnp.asarray(0.1)}
+    x = jnp.zeros((3, 1))
+    y = jnp.zeros((3, 1))
+
+    def residual(p, xi, yi):
+        return jnp.reshape(p["theta"] ** 3 - 1.0, (1,)) + xi - yi
+
+    lm = LevenbergMarquardt(damping=1e-6, max_tries=1, increase=5.0)
+    state = lm.init(params)
+    new, state1, info = lm.step(params, state, residual, x, y)
+    assert not bool(info.accepted)
+    assert float(new["theta"]) == 0.1
+    assert float(info.new_loss) == float(info.loss)
+    np.testing.assert_allclose(float(state1.damping), 5e-6, rtol=1e-12)
+    assert int(state1.rejected) == 1 and int(state1.accepted) == 0 and int(state1.steps) == 1
+    # with more tries, λ grows until a step is accepted, which lowers the loss
+    lm = LevenbergMarquardt(damping=1e-6, max_tries=30)
+    new, state2, info = lm.step(params, lm.init(params), residual, x, y)
+    assert bool(info.accepted) and int(info.tries) > 1
+    assert float(info.new_loss) < float(info.loss)
+    assert float(state2.damping) > 1e-6
+    assert not bool(info.stalled)
+
+
+def test_stalls_at_the_minimum():
+    params, residual, t, y = _exp_problem()
+    exact = {"a": jnp.asarray(2.0), "b": jnp.asarray(-1.3), "c": jnp.asarray(0.3)}
+    lm = LevenbergMarquardt(max_damping=1e3, max_tries=20)
+    p, state, info = lm.step(exact, lm.init(exact), residual, t, y)
+    # no step can lower a (round-off) minimum: λ climbs to its cap, parameters stay
+    assert not bool(info.accepted) and bool(info.stalled)
+    assert float(state.damping) == 1e3
+    assert all(float(p[k]) == float(exact[k]) for k in exact)
+
+
+def test_gauss_newton_backtracks_overshooting_step():
+    params = {"theta": jnp.asarray(0.1)}
+    x = jnp.zeros((2, 1))
+    y = jnp.zeros((2, 1))
+
+    def residual(p, xi, yi):
+        return jnp.reshape(p["theta"] ** 3 - 1.0, (1,)) + xi - yi
+
+    gn = GaussNewton(max_tries=20)
+    new, state, info = gn.step(params, gn.init(params), residual, x, y)
+    assert bool(info.accepted) and 0 < float(info.step_scale) < 1
+    assert float(info.new_loss) < float(info.loss)
+    assert float(state.damping) == 0.0
+
+
+# ---------------------------------------------------------------------- limits
+
+
+def test_too_many_parameters_raise(key):
+    params, residual, x, y = _pendulum_problem(key())
+    P = ravel_pytree(params)[0].size
+    lm = LevenbergMarquardt(max_params=P - 1)
+    with pytest.raises(ValueError, match=rf"P = {P} parameters.*max_params = {P - 1}.*Adam"):
+        lm.init(params)
+    with pytest.raises(ValueError, match="max_params"):
+        lm.step(params, LevenbergMarquardt().init(params), residual, x, y)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"damping": -1.0}, "damping must be"),
+        ({"increase": 1.0}, "increase must be"),
+        ({"decrease": 0.5}, "decrease must be"),
+        ({"max_tries": 0}, "max_tries must be"),
+        ({"chunk_size": 0}, "chunk_size must be"),
+        ({"subset": 0}, "subset must be"),
+        ({"jacobian": "bwd"}, "jacobian must be"),
+    ],
+)
+def test_bad_configuration_raise(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        LevenbergMarquardt(**kwargs)
+
+
+def test_gauss_newton_refuses_damping():
+    with pytest.raises(ValueError, match="undamped"):
+        GaussNewton(damping=1.0)
+    assert GaussNewton().gauss_newton and not LevenbergMarquardt().gauss_newton
+
+
+def test_mismatched_samples_raise():
+    params, residual, t, y = _exp_problem()
+    lm = LevenbergMarquardt()
+    with pytest.raises(ValueError, match=r"\(41,\) and \(40,\)"):
+        lm.step(params, lm.init(params), residual, t, y[:40])
+
+
+# ------------------------------------------------------------ jit, dtypes, keys
+
+
+def test_jit_equals_eager_and_config_is_hashable(key):
+    params, residual, x, y = _pendulum_problem(key())
+    lm = LevenbergMarquardt(chunk_size=16)
+    hash(lm)
+    assert lm == LevenbergMarquardt(chunk_size=16)
+    state = lm.init(params)
+    k = key()
+    eager = lm.step(params, state, residual, x, y, k)
+    jitted = jax.jit(lambda p, s, kk: lm.step(p, s, residual, x, y, kk))(params, state, k)
+    for a, b in zip(jax.tree_util.tree_leaves(eager), jax.tree_util.tree_leaves(jitted)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-9, atol=1e-12)
+    # the state is a pytree of arrays (checkpointable)
+    assert isinstance(state, LMState) and isinstance(eager[2], LMInfo)
+    assert all(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(state))
+
+
+def test_float32_parameters(key):
+    params, residual, x, y = _pendulum_problem(key(), dtype=jnp.float32)
+    p, state, infos = _run(LevenbergMarquardt(), params, residual, x, y, 10, key())
+    assert all(leaf.dtype == jnp.float32 for leaf in jax.tree_util.tree_leaves(p))
+    assert state.damping.dtype == jnp.float32
+    assert infos.loss.dtype == jnp.float32
+    assert float(infos.new_relative_loss[-1]) < 0.5 * float(infos.relative_loss[0])
+    assert np.all(np.diff(np.asarray(infos.new_loss)) <= 0)
+
+
+def test_mixed_dtype_parameters():
+    params, residual, t, y = _exp_problem()
+    params = dict(params, a=params["a"].astype(jnp.float32))
+
+    def mixed_residual(p, ti, yi):
+        return residual(dict(p, a=p["a"].astype(jnp.float64)), ti, yi)
+
+    p, _, infos = _run(LevenbergMarquardt(), params, mixed_residual, t, y, 30,
+                       jax.random.PRNGKey(0))
+    assert p["a"].dtype == jnp.float32 and p["b"].dtype == jnp.float64
+    assert infos.loss.dtype == jnp.float64  # computed in the highest dtype
+    np.testing.assert_allclose(float(p["a"]), 2.0, rtol=1e-5)
+
+
+def test_subset_is_deterministic_given_key(key):
+    params, residual, x, y = _pendulum_problem(key())
+    lm = LevenbergMarquardt(subset=16, chunk_size=5)
+    state = lm.init(params)
+    k1, k2 = key(), key()
+    step = jax.jit(lambda kk: lm.step(params, state, residual, x, y, kk))
+    a, b, c = step(k1), step(k1), step(k2)
+    np.testing.assert_array_equal(ravel_pytree(a[0])[0], ravel_pytree(b[0])[0])
+    assert int(a[2].n_samples) == 16
+    assert float(a[2].loss) != float(c[2].loss)  # another subset
+    # the subset's sum of squares covers 16 of the 40 samples: below the full one
+    full = LevenbergMarquardt().step(params, state, residual, x, y)
+    assert float(a[2].loss) < float(full[2].loss) and int(full[2].n_samples) == x.shape[0]
+    with pytest.raises(ValueError, match="needs a key"):
+        lm.step(params, state, residual, x, y, None)
