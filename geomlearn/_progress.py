@@ -1,50 +1,149 @@
-"""A one-line progress bar for training, drawn only on a terminal."""
+"""Training progress: a `tqdm` bar in terminals and in Jupyter notebooks, silent elsewhere."""
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
+from tqdm.std import tqdm as text_tqdm
+
+
+def _isatty(stream) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return callable(isatty) and bool(isatty())
+    except (ValueError, OSError):  # a closed or detached stream
+        return False
+
+
+def _in_jupyter_kernel() -> bool:
+    """Whether this process is a Jupyter kernel (notebook, JupyterLab, VS Code, Colab).
+
+    A kernel's stderr is not a TTY, yet its front end shows progress. IPython in a
+    terminal is not a kernel (and has a TTY). Nothing is imported that the user has
+    not imported already.
+    """
+    if "ipykernel" not in sys.modules:
+        return False
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
+
+
+# tqdm fields around the bar; tqdm itself puts ", " in front of the postfix.
+_COUNT = "epoch {n_fmt}/{total_fmt}"
+_TAIL = "{percentage:3.0f}%{postfix}"
+
+
+def _format_rate(rate: float) -> str:
+    return f"{rate:.1f} epochs/s" if rate >= 1.0 else f"{1.0 / rate:.1f} s/epoch"
+
 
 class ProgressBar:
-    """`epoch 12/100 [####------] loss 1.2e-03 val 1.5e-03 240.1 epochs/s` on stderr.
+    """The progress of a training run, one bar for all its epochs.
 
-    Drawn only when `enabled` and the stream is a TTY; redrawn at most 10 times a second
-    (and at the last epoch), so it costs nothing measurable per epoch.
+    `epoch 12/100 |##        |  12%, loss 1.234e-03, val 1.502e-03, 240.1 epochs/s, 00:01 left`
+
+    Drawn by `tqdm`: as a widget in a Jupyter notebook (a text bar there when
+    `ipywidgets` is not installed), as a one-line bar on stderr in a terminal. Silent
+    when `enabled` is false or the output is not interactive: stderr is not a TTY and
+    this is not a Jupyter kernel (a log file, CI, a pipe).
+
+    **Arguments:**
+
+    - `total`: the number of epochs the run is planned to reach.
+    - `enabled`: `False` silences the bar (`fit(..., progress=False)`).
+    - `stream`: draw on this text stream instead, and only if it is a TTY (for tests
+      and for callers that own a terminal); never a notebook widget.
+    - `width`: the number of cells of a text bar.
+
+    Cheap per epoch: an update between redraws costs a clock read; the bar is redrawn
+    at most every `MIN_INTERVAL` seconds, and always at the last epoch and on `close`.
+    The rate counts the epochs after the first update, so the compilation in the first
+    epoch (and, on resume, the epochs of the earlier run) does not distort it.
     """
 
+    MIN_INTERVAL = 0.1
+
     def __init__(self, total: int, *, enabled: bool = True, stream=None, width: int = 20):
-        self.stream = sys.stderr if stream is None else stream
-        isatty = getattr(self.stream, "isatty", None)
-        self.enabled = bool(enabled) and callable(isatty) and bool(isatty())
-        self.total = total
-        self.width = width
-        self._last_draw = 0.0
-        self._start = time.perf_counter()
-        self._start_epoch: int | None = None
-        self._drawn = False
+        self.total = int(total)
+        self.width = int(width)
+        self.stream = stream
+        if not enabled:
+            self.enabled = False
+        elif stream is not None:
+            self.enabled = _isatty(stream)
+        else:
+            self.enabled = _isatty(sys.stderr) or _in_jupyter_kernel()
+        self._bar = None
+        self._first: tuple[int, float] | None = None  # (epoch, time) of the first update
+        self._last_draw = -math.inf
+        self._pending: tuple[int, float, float | None] | None = None
 
     def update(self, epoch: int, loss: float, val_loss: float | None) -> None:
+        """Record that `epoch` epochs are complete (counted from 1 and from the start of
+        the run, so a resumed run starts above 1), with their training and validation
+        loss (`None` without validation data)."""
         if not self.enabled:
             return
-        if self._start_epoch is None:
-            self._start_epoch = epoch - 1
-            self._start = time.perf_counter()
         now = time.perf_counter()
-        if now - self._last_draw < 0.1 and epoch < self.total:
+        if self._bar is None:
+            self._first = (epoch, now)
+            self._bar = self._open(epoch, self._postfix(epoch, loss, val_loss, now))
+            self._last_draw = now
             return
-        self._last_draw = now
-        done = int(self.width * epoch / max(self.total, 1))
-        bar = "#" * done + "-" * (self.width - done)
-        rate = (epoch - self._start_epoch) / max(now - self._start, 1e-9)
-        val = "" if val_loss is None else f" val {val_loss:.3e}"
-        line = f"\repoch {epoch}/{self.total} [{bar}] loss {loss:.3e}{val} {rate:.1f} epochs/s"
-        self.stream.write(line)
-        self.stream.flush()
-        self._drawn = True
+        if now - self._last_draw < self.MIN_INTERVAL and epoch < self.total:
+            self._pending = (epoch, loss, val_loss)
+            return
+        self._draw(epoch, loss, val_loss, now)
 
     def close(self) -> None:
-        if self.enabled and self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._drawn = False
+        """Draw the last recorded state and release the bar (a terminal gets its newline)."""
+        if self._bar is None:
+            return
+        if self._pending is not None:
+            self._draw(*self._pending, time.perf_counter())
+        self._bar.close()
+        self._bar = None
+
+    def _open(self, epoch: int, postfix: str):
+        common = dict(total=self.total, initial=epoch, postfix=postfix, unit="epoch",
+                      dynamic_ncols=False, leave=True)
+        if self.stream is None and _in_jupyter_kernel():
+            from tqdm.auto import tqdm as auto_tqdm  # a widget when ipywidgets is there
+
+            if _is_widget(auto_tqdm):
+                return auto_tqdm(bar_format=f"{_COUNT} {{bar}} {_TAIL}", **common)
+        file = sys.stderr if self.stream is None else self.stream
+        return text_tqdm(file=file, bar_format=self._text_format(), **common)
+
+    def _text_format(self) -> str:
+        return f"{_COUNT} |{{bar:{self.width}}}| {_TAIL}"
+
+    def _draw(self, epoch: int, loss: float, val_loss: float | None, now: float) -> None:
+        self._pending = None
+        self._last_draw = now
+        self._bar.n = epoch
+        self._bar.set_postfix_str(self._postfix(epoch, loss, val_loss, now), refresh=False)
+        self._bar.refresh()
+
+    def _postfix(self, epoch: int, loss: float, val_loss: float | None, now: float) -> str:
+        text = f"loss {loss:.3e}"
+        if val_loss is not None:
+            text += f", val {val_loss:.3e}"
+        first_epoch, first_time = self._first
+        if epoch > first_epoch and now > first_time:
+            rate = (epoch - first_epoch) / (now - first_time)
+            text += f", {_format_rate(rate)}"
+            if epoch < self.total:
+                text += f", {text_tqdm.format_interval((self.total - epoch) / rate)} left"
+        return text
+
+
+def _is_widget(cls) -> bool:
+    try:
+        from tqdm.notebook import tqdm_notebook
+    except ImportError:
+        return False
+    return issubclass(cls, tqdm_notebook)
