@@ -16,6 +16,22 @@ states for 1000 steps; states per second.
 Both are measured in float64 and float32. Times are medians of several calls after a
 first call that compiles (its excess over the median is reported as compile time).
 
+**Ratio (issue 16).** In the same child, the VPT rollout and implicit midpoint are also
+timed *interleaved* (VPT, midpoint, VPT, midpoint, ...; several repeats) and the median
+of the per-repeat ratios VPT / midpoint is reported, single and batched: the machine is
+shared, so absolute times are noisy but the ratio of neighbouring runs is not. **Goal:
+ratio ≤ 1.** The compiled loop bodies are inspected (`jax.jit(...).lower(...).compile()
+.as_text()`) and their XLA kernels counted: the rollout of `iterate` (which iterates
+`model.inference_form()`) and a rollout of the plain model map, per network call.
+
+**Other families**: states/s of `iterate` for SympNets on the pendulum and the linear
+symplectic transformer on the coupled oscillator (random networks of the sizes of their
+benchmarks), and of the volume-preserving feed-forward network on the rigid body, next to
+`integrate(...)` of the same system (implicit midpoint, Störmer–Verlet where the system is
+separable). **Positional encoding**: first jitted call of `PositionalEncoding(256)` on a
+`(100000, 256)` float32 window (goal ≤ 0.5 s) and the size of its compiled program, and
+the per-call cost of a short `(3, 3)` window.
+
 The network: `--model PATH` loads a trained one (`geomlearn.load`; the `rigid_body`
 benchmark saves its networks as `rigid_body_<name>.geomlearn` next to its JSON file);
 without it the network has random parameters. The computation does not depend on the
@@ -35,10 +51,15 @@ NAME = "rollout_speed"
 DESCRIPTION = "VPT rollout of 250,000 states vs implicit midpoint, one core"
 
 FULL = {"n_states": 250_000, "batch": 1000, "batch_steps": 1000, "repeats": 7,
-        "dtypes": ["float64", "float32"], "vpt": {"n_blocks": 2, "L": 3}}
+        "dtypes": ["float64", "float32"], "vpt": {"n_blocks": 2, "L": 3},
+        "ratio_repeats": 9, "family_states": 250_000, "pe": {"T": 100_000, "dim": 256},
+        "families": "full"}
 # smoke test only: a tiny network so that compilation stays short
 QUICK = {"n_states": 3_000, "batch": 8, "batch_steps": 20, "repeats": 2,
-         "dtypes": ["float64"], "vpt": {"n_blocks": 1, "L": 1}}
+         "dtypes": ["float64"], "vpt": {"n_blocks": 1, "L": 1},
+         "ratio_repeats": 2, "family_states": 500, "pe": {"T": 3_000, "dim": 16},
+         "families": "quick"}
+PE_TARGET_S = 0.5
 
 PAPER_TRANSFORMER_S = 0.71
 PAPER_MIDPOINT_S = 2.51
@@ -72,6 +93,52 @@ def _stats(traj) -> dict:
         "first_nonfinite_state": int(bad[0]) if bad.size else None,
         "max_abs": max_abs,
     }
+
+
+_TRIVIAL_OPS = {"parameter", "get-tuple-element", "tuple", "constant", "bitcast"}
+
+
+def kernels_per_loop_body(hlo_text: str) -> list[dict]:
+    """The XLA kernels of each `while` body of a compiled program (`compile().as_text()`):
+    for each body, the count of its non-trivial top-level instructions (fusions, copies,
+    dots, custom calls, ...; not parameters, tuples, constants or bitcasts) and the count
+    by opcode. Sorted by count, largest first."""
+    import re
+    from collections import Counter
+
+    computations, current = {}, None
+    for line in hlo_text.splitlines():
+        if line and not line.startswith(" ") and line.rstrip().endswith("{"):
+            m = re.match(r"^(?:ENTRY )?%?([\w.\-]+)", line)
+            current = m.group(1) if m else None
+            if current:
+                computations[current] = []
+            continue
+        if current and line.startswith("  ") and " = " in line:
+            computations[current].append(line)
+    out = []
+    for body in sorted(set(re.findall(r"body=%?([\w.\-]+)", hlo_text))):
+        ops = []
+        for line in computations.get(body, []):
+            m = re.search(r" = \S+ ([\w\-]+)\(", line)
+            if m and m.group(1) not in _TRIVIAL_OPS:
+                ops.append(m.group(1))
+        out.append({"body": body, "kernels": len(ops), "by_op": dict(Counter(ops))})
+    return sorted(out, key=lambda r: -r["kernels"])
+
+
+def _interleaved(fa, fb, repeats: int) -> dict:
+    """Time `fa` and `fb` alternately (each already compiled) `repeats` times: medians and
+    the median of the per-repeat ratios `fa / fb` (robust to load on a shared machine)."""
+    import statistics
+
+    ta, tb = [], []
+    for _ in range(repeats):
+        ta.append(C.timed(fa)[1])
+        tb.append(C.timed(fb)[1])
+    ratios = [a / b for a, b in zip(ta, tb)]
+    return {"a_median_s": statistics.median(ta), "b_median_s": statistics.median(tb),
+            "ratio_median": statistics.median(ratios), "ratios": ratios}
 
 
 def _summary(t: dict) -> dict:
@@ -146,6 +213,23 @@ def measure(quick: bool, repeats: int | None = None, model_path: str | None = No
             lambda: integrate(system, z0sd, DT, cfg["batch_steps"], method="implicit_midpoint"),
             cfg["repeats"],
         )
+        # the ratio, interleaved in this process; and the kernels of the loop bodies
+        ratio = _interleaved(
+            lambda: gl.iterate(model, window, n, prediction_window=pw),
+            lambda: integrate(system, z0d, DT, n, method="implicit_midpoint"),
+            cfg["ratio_repeats"],
+        )
+        ratio_b = _interleaved(
+            lambda: gl.iterate(model, windows, n_batch_points, prediction_window=pw),
+            lambda: integrate(system, z0sd, DT, cfg["batch_steps"], method="implicit_midpoint"),
+            cfg["ratio_repeats"],
+        )
+        # per new state: the transformer appends pw states per call, midpoint one per step
+        ratio["per_state_ratio"] = ratio["ratio_median"] * (n + 1) / n
+        ratio_b["per_state_ratio"] = ratio_b["ratio_median"] * (
+            cfg["batch_steps"] / (pw * cfg["batch_steps"])
+        )
+        kernels = _kernel_counts(model, window, n, pw, system, z0d)
         new_states_b = cfg["batch"] * pw * cfg["batch_steps"]
         mid_states_b = cfg["batch"] * cfg["batch_steps"]
         out["rows"].append(
@@ -162,6 +246,8 @@ def measure(quick: bool, repeats: int | None = None, model_path: str | None = No
                         **_stats(mid["result"]),
                     },
                 },
+                "ratio": {"single": ratio, "batched": ratio_b},
+                "kernels": kernels,
                 "batched": {
                     "transformer": {
                         **_summary(vpt_b), "batch": cfg["batch"], "steps": cfg["batch_steps"],
@@ -178,7 +264,105 @@ def measure(quick: bool, repeats: int | None = None, model_path: str | None = No
                 },
             }
         )
+    out["families"] = _families(cfg)
+    out["positional_encoding"] = _positional_encoding(cfg["pe"]["T"], cfg["pe"]["dim"], cfg["repeats"])
     return out
+
+
+def _kernel_counts(model, window, n, pw, system, z0) -> dict:
+    """Kernels per loop body: `iterate`'s rollout (the inference form), a rollout of the
+    plain model map, and implicit midpoint (outer loop and its solver loop)."""
+    import jax
+    import jax.numpy as jnp
+
+    from geomlearn.integrators import integrate
+
+    T = window.shape[0]
+    task = model.rollout_task(window.shape, prediction_window=pw)
+    form_text = jax.jit(lambda m, w: m.rollout(w, n, task)).lower(model, window).compile().as_text()
+
+    def plain(m, w):
+        def body(win, _):
+            new = m(win)[T - pw:]
+            return jnp.concatenate([win[pw:], new], axis=0), new
+
+        return jax.lax.scan(body, w, None, length=-(-(n - T) // pw))[1]
+
+    plain_text = jax.jit(plain).lower(model, window).compile().as_text()
+    mid_text = jax.jit(lambda z: integrate(system, z, DT, n, method="implicit_midpoint")).lower(z0).compile().as_text()
+    return {
+        "inference_form": kernels_per_loop_body(form_text)[0]["kernels"],
+        "model_map": kernels_per_loop_body(plain_text)[0]["kernels"],
+        "implicit_midpoint_loops": [b["kernels"] for b in kernels_per_loop_body(mid_text)],
+        "inference_form_by_op": kernels_per_loop_body(form_text)[0]["by_op"],
+    }
+
+
+def _families(cfg) -> list[dict]:
+    """states/s of `iterate` for other families next to `integrate` on the same system
+    (float64, one rollout of `family_states` states, random networks)."""
+    import jax
+    import jax.numpy as jnp
+
+    import geomlearn as gl
+    from geomlearn.integrators import integrate
+
+    full = cfg["families"] == "full"
+    n = cfg["family_states"]
+    key = jax.random.PRNGKey(1)
+    pend, osc, rigid = gl.systems.Pendulum(), gl.systems.CoupledHarmonicOscillator(), gl.systems.RigidBody()
+    zp = jnp.array([1.0, 0.0])
+    zo = jnp.array([1.0, 0.5, 0.0, 0.0])
+    zr = jnp.array([0.0, 0.8912, 0.4536])
+    models = [
+        ("pendulum", "G-SympNet", gl.GSympNet(2, n_layers=5 if full else 2, width=30 if full else 4, activation="sigmoid", key=key), zp, None),
+        ("pendulum", "LA-SympNet", gl.LASympNet(2, n_layers=3 if full else 2, n_linear=2 if full else 1, activation="sigmoid", key=key), zp, None),
+        ("coupled oscillator", "LST (T=pw=4)", gl.LinearSymplecticTransformer(4, 4, n_sympnet=2 if full else 1, width=4 if full else 2, L=1, key=key), None, zo),
+        ("rigid body", "VP feed-forward", gl.VolumePreservingFeedForward(3, n_blocks=6 if full else 1, key=key), zr, None),
+    ]
+    rows = []
+    for system_name, name, model, z0, zw in models:
+        if zw is not None:
+            initial = integrate(osc, zw, 0.3, 3, method="implicit_midpoint")  # a (4, 4) window
+        else:
+            initial = z0
+        t = C.first_and_steady(lambda: gl.iterate(model, initial, n), cfg["repeats"])
+        rows.append({"system": system_name, "what": f"{name} (iterate)", "states_per_s": n / t["median_s"],
+                     "median_s": t["median_s"], "compile_s": t["compile_s"], "finite": _stats(t["result"])["finite"]})
+    for system_name, system, z0, dt, methods in (
+        ("pendulum", pend, zp, 0.1, ("stormer_verlet", "implicit_midpoint")),
+        ("coupled oscillator", osc, zo, 0.3, ("stormer_verlet", "implicit_midpoint")),
+        ("rigid body", rigid, zr, DT, ("implicit_midpoint",)),
+    ):
+        for method in methods:
+            t = C.first_and_steady(lambda: integrate(system, z0, dt, n, method=method), cfg["repeats"])
+            rows.append({"system": system_name, "what": f"integrate, {method}", "states_per_s": n / t["median_s"],
+                         "median_s": t["median_s"], "compile_s": t["compile_s"], "finite": _stats(t["result"])["finite"]})
+    return rows
+
+
+def _positional_encoding(T: int, dim: int, repeats: int) -> dict:
+    """First jitted call of `PositionalEncoding(dim)` on a `(T, dim)` float32 window, its
+    steady cost and compiled size; the per-call cost of a short `(3, 3)` window."""
+    import jax
+    import jax.numpy as jnp
+
+    import geomlearn as gl
+
+    pe = gl.PositionalEncoding(dim)
+    x = jnp.zeros((T, dim), jnp.float32)
+    C.block(x)
+    jitted = jax.jit(pe)
+    first = C.first_and_steady(lambda: jitted(x), repeats)
+    size = len(jax.jit(gl.PositionalEncoding(dim)).lower(x).compile().as_text())
+    small = gl.PositionalEncoding(3)
+    xs = jnp.zeros((3, 3), jnp.float32)
+    eager = C.first_and_steady(lambda: small(xs), max(repeats, 20))
+    small_jit = jax.jit(small)
+    jit_small = C.first_and_steady(lambda: small_jit(xs), max(repeats, 20))
+    return {"T": T, "dim": dim, "first_call_s": first["first_s"], "steady_s": first["median_s"],
+            "program_chars": size, "short_eager_s": eager["median_s"],
+            "short_jit_s": jit_small["median_s"], "short_jit_first_s": jit_small["first_s"]}
 
 
 def run(*, quick: bool = False, out=None, repeats: int | None = None,
@@ -224,6 +408,26 @@ def run(*, quick: bool = False, out=None, repeats: int | None = None,
                 f"{r['single']['implicit_midpoint']['median_s']:.3f} s (paper 2.51 s)",
             )
         )
+    for r in raw["rows"]:
+        for part in ("single", "batched"):
+            q = r["ratio"][part]["per_state_ratio"]  # time per state, VPT / midpoint
+            targets.append(
+                C.target(
+                    f"VPT rollout / implicit midpoint per state, {part}, {r['dtype']} (same "
+                    "process, interleaved)",
+                    "≤ 1", q, q <= 1.0, "",
+                    note=f"kernels per network call: {r['kernels']['inference_form']} "
+                    f"(plain model map: {r['kernels']['model_map']})",
+                )
+            )
+    pe = raw["positional_encoding"]
+    targets.append(
+        C.target(
+            f"PositionalEncoding({pe['dim']}) first jitted call, T={pe['T']:,}, float32",
+            f"≤ {PE_TARGET_S} s", pe["first_call_s"], pe["first_call_s"] <= PE_TARGET_S, "s",
+            note=f"compiled program {pe['program_chars']:,} characters",
+        )
+    )
     targets = C.quick_targets(targets, quick)
     cols = [
         ("dtype", "dtype", ""),
@@ -243,13 +447,46 @@ def run(*, quick: bool = False, out=None, repeats: int | None = None,
            + ", ".join(f"{k}={v}" for k, v in cfg["vpt"].items()) + ")")
         + ", T=pw=3; implicit midpoint dt=0.2)"
     )
+    ratio_rows = []
+    for r in raw["rows"]:
+        for part in ("single", "batched"):
+            q = r["ratio"][part]
+            ratio_rows.append({
+                "dtype": r["dtype"], "part": part, "vpt_s": q["a_median_s"],
+                "mid_s": q["b_median_s"], "ratio": q["ratio_median"],
+                "per_state": q["per_state_ratio"],
+                "k_form": r["kernels"]["inference_form"], "k_model": r["kernels"]["model_map"],
+                "k_mid": "+".join(map(str, r["kernels"]["implicit_midpoint_loops"])),
+            })
+    ratio_cols = [
+        ("dtype", "dtype", ""), ("part", "rollout", ""),
+        ("vpt_s", "VPT (s)", ".4f"), ("mid_s", "implicit midpoint (s)", ".4f"),
+        ("ratio", "ratio (median of interleaved)", ".2f"), ("per_state", "ratio per state", ".2f"),
+        ("k_form", "kernels/call (iterate)", "d"), ("k_model", "kernels/call (model map)", "d"),
+        ("k_mid", "kernels/step midpoint (loops)", ""),
+    ]
+    fam_cols = [("system", "system", ""), ("what", "what", ""), ("states_per_s", "states/s", ",.0f"),
+                ("median_s", "time (s)", ".4f"), ("compile_s", "compile (s)", ".3f"), ("finite", "finite", "")]
+    pe = raw["positional_encoding"]
+    pe_rows = [{"what": f"first jitted call, ({pe['T']:,}, {pe['dim']}) float32", "value": pe["first_call_s"] * 1e3},
+               {"what": "steady call, same window", "value": pe["steady_s"] * 1e3},
+               {"what": "short (3, 3) window, eager call", "value": pe["short_eager_s"] * 1e3},
+               {"what": "short (3, 3) window, jitted call", "value": pe["short_jit_s"] * 1e3}]
     payload = C.make_payload(
         NAME,
         quick=quick,
         options={"repeats": repeats, "model": model},
         settings={**cfg, "dt": DT, "T": T, "pw": T, "pinning": pinning},
-        results={"rows": raw["rows"]},
-        tables=[C.table(title, cols, rows)],
+        results={"rows": raw["rows"], "families": raw["families"],
+                 "positional_encoding": raw["positional_encoding"]},
+        tables=[
+            C.table(title, cols, rows),
+            C.table("VPT / implicit midpoint, interleaved in one process (median of per-repeat ratios)",
+                    ratio_cols, ratio_rows),
+            C.table(f"Other families, float64, {cfg['family_states']:,} states, one core",
+                    fam_cols, raw["families"]),
+            C.table("Positional encoding (ms)", [("what", "what", ""), ("value", "ms", ".3f")], pe_rows),
+        ],
         targets=targets,
         notes=[f"one core: {pinning['how']}"],
         started=started,

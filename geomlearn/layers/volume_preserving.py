@@ -35,7 +35,7 @@ from jax import lax
 from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_floating, check_int, check_last_dim, float_dtype
-from .._validation import step_size as _step_size, check_bool as _check_bool
+from .._validation import step_size as step_size, check_bool as _check_bool
 
 __all__ = [
     "VolumePreservingLowerLayer",
@@ -61,7 +61,7 @@ _UNROLL_SUBSTITUTION_MAX = 16
 _UNROLL_MAX = 4
 
 
-def _mm(a, b):
+def small_matmul(a, b):
     """`a @ b` for 1-d or 2-d operands, in full precision.
 
     Small contractions are unrolled (see `_UNROLL_MAX`); larger ones use `jnp.matmul`
@@ -102,7 +102,7 @@ def _triangle_index(dim: int, lower: bool) -> np.ndarray:
     return index
 
 
-def _triangular(weight: Array, dim: int, lower: bool, *, transpose: bool = False) -> Array:
+def triangular_matrix(weight: Array, dim: int, lower: bool, *, transpose: bool = False) -> Array:
     """The strictly lower (upper) triangular matrix whose free entries are `weight`, or
     its transpose (gathered directly, so no transpose is left inside a loop body)."""
     padded = jnp.concatenate([weight, jnp.zeros((1,), dtype=weight.dtype)])
@@ -123,7 +123,7 @@ class _AbstractTriangularLayer(eqx.Module):
     activation: Callable | str | None = eqx.field(static=True)
     use_bias: bool = eqx.field(static=True)
 
-    _lower: ClassVar[bool]
+    is_lower: ClassVar[bool]
 
     def __init__(
         self,
@@ -153,16 +153,16 @@ class _AbstractTriangularLayer(eqx.Module):
 
     def matrix(self) -> Float[Array, "dim dim"]:
         """The strictly triangular matrix $W$ (exact zeros on and beyond the diagonal)."""
-        return _triangular(self.weight, self.dim, self._lower)
+        return triangular_matrix(self.weight, self.dim, self.is_lower)
 
     def _check(self, x) -> None:
         check_floating(f"{type(self).__name__} input", x)
         check_last_dim(type(self).__name__, x, self.dim, ndim=(1, 2))
 
-    def _sigma(self) -> Callable:
+    def activation_fn(self) -> Callable:
         return (lambda v: v) if self.activation is None else resolve_activation(self.activation)
 
-    def _bias(self, dtype, ndim: int):
+    def bias_term(self, dtype, ndim: int):
         if self.bias is None:
             return None
         # Explicit leading axes for a window (no implicit rank promotion).
@@ -174,25 +174,25 @@ class _AbstractTriangularLayer(eqx.Module):
         Jacobian stays unit-triangular for every `h`."""
         self._check(x)
         dtype = x.dtype
-        h = _step_size(h, dtype)
-        Wt = _triangular(self.weight.astype(dtype), self.dim, self._lower, transpose=True)
-        pre = _mm(x, Wt)
-        b = self._bias(dtype, x.ndim)
+        h = step_size(h, dtype)
+        Wt = triangular_matrix(self.weight.astype(dtype), self.dim, self.is_lower, transpose=True)
+        pre = small_matmul(x, Wt)
+        b = self.bias_term(dtype, x.ndim)
         if b is not None:
             pre = pre + b
-        increment = self._sigma()(pre)
+        increment = self.activation_fn()(pre)
         if h is not None:
             increment = h * increment
         return x + increment
 
-    def _affine(self, dtype, h) -> tuple[Array, Array]:
+    def affine_map(self, dtype, h) -> tuple[Array, Array]:
         """For a linear layer (`activation=None`): `(Mt, c)` with `layer(x, h) = x @ Mt + c`,
         i.e. `Mt = I + h W^T` and `c = h b` (zeros without a bias). Lets a model compose a
         run of linear layers into one affine map; a unit-triangular `Mt` keeps det 1."""
         if self.activation is not None:
             raise ValueError("_affine is defined for linear layers (activation=None) only")
-        h = _step_size(h, dtype)
-        Wt = _triangular(self.weight.astype(dtype), self.dim, self._lower, transpose=True)
+        h = step_size(h, dtype)
+        Wt = triangular_matrix(self.weight.astype(dtype), self.dim, self.is_lower, transpose=True)
         c = jnp.zeros((self.dim,), dtype) if self.bias is None else self.bias.astype(dtype)
         if h is not None:
             Wt, c = h * Wt, h * c
@@ -209,12 +209,12 @@ class _AbstractTriangularLayer(eqx.Module):
         """
         self._check(y)
         dtype = y.dtype
-        h = _step_size(h, dtype)
+        h = step_size(h, dtype)
         W = self.matrix().astype(dtype)
         b = None if self.bias is None else self.bias.astype(dtype)
-        sigma = self._sigma()
+        sigma = self.activation_fn()
         d = self.dim
-        order = range(d) if self._lower else range(d - 1, -1, -1)
+        order = range(d) if self.is_lower else range(d - 1, -1, -1)
 
         if d <= _UNROLL_SUBSTITUTION_MAX:
             # A few static steps on the components (elementwise only: cheap to compile
@@ -232,11 +232,11 @@ class _AbstractTriangularLayer(eqx.Module):
             return jnp.stack(x, axis=-1)
 
         def body(k, x):
-            i = k if self._lower else d - 1 - k
+            i = k if self.is_lower else d - 1 - k
             # W[i, j] = 0 wherever x_j is not yet recovered, so those entries (still
             # holding y) do not contribute.
             row = lax.dynamic_index_in_dim(W, i, axis=0, keepdims=False)
-            pre = _mm(x, row)
+            pre = small_matmul(x, row)
             if b is not None:
                 pre = pre + lax.dynamic_index_in_dim(b, i, keepdims=False)
             increment = sigma(pre)
@@ -288,7 +288,7 @@ class VolumePreservingLowerLayer(_AbstractTriangularLayer):
     ```
     """
 
-    _lower: ClassVar[bool] = True
+    is_lower: ClassVar[bool] = True
 
 
 class VolumePreservingUpperLayer(_AbstractTriangularLayer):
@@ -318,7 +318,7 @@ class VolumePreservingUpperLayer(_AbstractTriangularLayer):
     ```
     """
 
-    _lower: ClassVar[bool] = False
+    is_lower: ClassVar[bool] = False
 
 
 # ---------------------------------------------------------------------------------------
@@ -345,11 +345,11 @@ def _cayley_closed_form(C: Array, Z: Array, transpose: bool) -> Array:
     two = jnp.asarray(np.float64(2.0), dtype=dtype)
     eye = jnp.asarray(np.eye(C.shape[-1]), dtype=dtype)
     p = jnp.sum(C * C) / two
-    C2 = _mm(C, C)
+    C2 = small_matmul(C, C)
     # Form the T x T matrix first, then one product with the (T, d) window: fewer
     # kernels per step than several products with the window.
     lam = eye + (two / (one + p)) * (C2 + C if transpose else C2 - C)
-    return _mm(lam, Z)
+    return small_matmul(lam, Z)
 
 
 def _cayley_solve(C: Array, Z: Array, transpose: bool) -> Array:
@@ -358,7 +358,7 @@ def _cayley_solve(C: Array, Z: Array, transpose: bool) -> Array:
     its symmetric part is $I$."""
     eye = jnp.asarray(np.eye(C.shape[-1]), dtype=C.dtype)
     sign = C if transpose else -C
-    return jnp.linalg.solve(eye - sign, _mm(eye + sign, Z))
+    return jnp.linalg.solve(eye - sign, small_matmul(eye + sign, Z))
 
 
 _CAYLEY_METHODS = ("auto", "closed_form", "solve")
@@ -514,7 +514,7 @@ class VolumePreservingAttention(eqx.Module):
     def matrix(self) -> Float[Array, "dim dim"]:
         """The weighting matrix $A$ (skew-symmetric for `weighting="skew"`)."""
         if self.weighting == "skew":
-            S = _triangular(self.weight, self.dim, lower=True)
+            S = triangular_matrix(self.weight, self.dim, lower=True)
             return S - S.T
         return self.weight
 
@@ -536,13 +536,13 @@ class VolumePreservingAttention(eqx.Module):
         dtype = Z.dtype
         weight = self.weight.astype(dtype)
         if self.weighting == "skew":
-            S = _triangular(weight, self.dim, lower=True)
-            K = _mm(_mm(Z, S), Z.T)
+            S = triangular_matrix(weight, self.dim, lower=True)
+            K = small_matmul(small_matmul(Z, S), Z.T)
         else:
             T = Z.shape[0]
             scale = jnp.asarray(np.float64(1.0 / math.sqrt(self.dim)), dtype=dtype)
             mask = jnp.asarray(np.tri(T, k=-1), dtype=dtype)
-            K = mask * (_mm(_mm(Z, weight), Z.T) * scale)
+            K = mask * (small_matmul(small_matmul(Z, weight), Z.T) * scale)
         return K - K.T
 
     def weights(self, Z: Float[Array, "T dim"]) -> Float[Array, "T T"]:
@@ -567,3 +567,121 @@ class VolumePreservingAttention(eqx.Module):
                 "only weighting='skew' keeps C(Z) invariant"
             )
         return _cayley_apply(self.correlation(Y), Y, transpose=False)
+
+
+# ---------------------------------------------------------------------------------------
+# Inference forms: the same maps with the parameter-only work done once
+
+
+def _rowwise_bias(v: Array, ndim: int) -> Array:
+    """`v` `(k,)` reshaped to broadcast against a point (`ndim = 1`) or a window."""
+    return v.reshape((1,) * (ndim - 1) + v.shape)
+
+
+class _FusedShears(eqx.Module):
+    r"""A composition of triangular shears, rearranged for fast repeated evaluation.
+
+    Built by `_fuse_shears` from a sequence of
+    `VolumePreservingLowerLayer`/`VolumePreservingUpperLayer` (step size `h = 1`). Each
+    run of linear layers $x \mapsto xM_k + c_k$ is composed into one affine map
+    $x \mapsto xM + c$ ($M$ a product of unit-triangular matrices, $\det M = 1$), and that
+    map is **folded into the pre-activation** of the nonlinear layer that follows it:
+    with $y = xM + c$ and the layer $y \mapsto y + \sigma(yW^\top + b)$,
+    $$\big[\,y \;\big|\; yW^\top + b\,\big] = x\,\big[\,M \;\big|\; MW^\top\,\big]
+      + \big[\,c \;\big|\; cW^\top + b\,\big],$$
+    whose matrices and biases are computed once (applied as two $d \times d$ products:
+    slicing the result of one $d \times 2d$ product cost XLA an extra kernel in a
+    rollout loop). A stage is therefore
+    $x \mapsto y + \sigma(\text{pre})$, and a trailing linear run is one affine map.
+    Every matrix is formed from the parameters when the form is built, not per call.
+
+    The map equals the layer-by-layer composition up to rounding (the products are
+    re-associated), and its Jacobian is still a product of unit-triangular matrices
+    ($M$, then $I + \operatorname{diag}(\sigma')W$ per stage), so it preserves volume
+    exactly in exact arithmetic.
+    """
+
+    matrices: tuple[Array, ...]
+    biases: tuple[Array, ...]
+    final: tuple[Array, Array] | None
+    dim: int = eqx.field(static=True)
+    activations: tuple = eqx.field(static=True)
+    with_affine: tuple[bool, ...] = eqx.field(static=True)
+
+    def __call__(self, z: Float[Array, "*T dim"]) -> Float[Array, "*T dim"]:
+        d, dtype = self.dim, z.dtype
+        for A, a, act, affine in zip(self.matrices, self.biases, self.activations, self.with_affine):
+            A, a = A.astype(dtype), a.astype(dtype)
+            # [y | pre] = x [M | M W^T] + [c | c W^T + b], as two products: slicing one
+            # (d, 2d) product's result costs XLA an extra kernel per step in a rollout
+            pre = small_matmul(z, A[:, d:] if affine else A) + _rowwise_bias(a[d:] if affine else a, z.ndim)
+            y = small_matmul(z, A[:, :d]) + _rowwise_bias(a[:d], z.ndim) if affine else z
+            sigma = (lambda v: v) if act is None else resolve_activation(act)
+            z = y + sigma(pre)
+        if self.final is not None:
+            Mt, c = self.final
+            z = small_matmul(z, Mt.astype(dtype)) + _rowwise_bias(c.astype(dtype), z.ndim)
+        return z
+
+    def step(self, state, task=None):
+        """One rollout step of a feed-forward integrator (the model protocol): `self(state)`."""
+        return self(state)
+
+
+def fuse_shears(layers) -> _FusedShears:
+    """The `_FusedShears` form of a sequence of triangular shears (`h = 1`)."""
+    if not layers:
+        raise ValueError("_fuse_shears needs at least one layer, got none")
+    d = layers[0].dim
+    dtype = layers[0].weight.dtype
+    eye = jnp.asarray(np.eye(d), dtype=dtype)
+    matrices, biases, activations, with_affine = [], [], [], []
+    pending = None  # (Mt, c): the linear run since the last nonlinear layer
+    for layer in layers:
+        if layer.dim != d:
+            raise ValueError(f"all layers must have dim={d}, got a layer with dim={layer.dim}")
+        Wt = triangular_matrix(layer.weight, d, layer.is_lower, transpose=True)
+        b = jnp.zeros((d,), dtype) if layer.bias is None else layer.bias
+        if layer.activation is None:
+            Mt = eye + Wt
+            pending = (Mt, b) if pending is None else (small_matmul(pending[0], Mt), small_matmul(pending[1], Mt) + b)
+            continue
+        if pending is None:
+            matrices.append(Wt)
+            biases.append(b)
+            with_affine.append(False)
+        else:
+            Mt, c = pending
+            matrices.append(jnp.concatenate([Mt, small_matmul(Mt, Wt)], axis=1))
+            biases.append(jnp.concatenate([c, small_matmul(c, Wt) + b]))
+            with_affine.append(True)
+            pending = None
+        activations.append(layer.activation)
+    return _FusedShears(
+        matrices=tuple(matrices),
+        biases=tuple(biases),
+        final=pending,
+        dim=d,
+        activations=tuple(activations),
+        with_affine=tuple(with_affine),
+    )
+
+
+class _AttentionInference(eqx.Module):
+    """`VolumePreservingAttention` (skew weighting) with its matrix $S$ formed once."""
+
+    S: Array
+    dim: int = eqx.field(static=True)
+
+    def __call__(self, Z: Float[Array, "T dim"]) -> Float[Array, "T dim"]:
+        S = self.S.astype(Z.dtype)
+        K = small_matmul(small_matmul(Z, S), Z.T)
+        return _cayley_apply(K - K.T, Z, transpose=True)
+
+
+def attention_inference(attention: VolumePreservingAttention):
+    """The inference form of an attention layer (the layer itself for `"arbitrary"`)."""
+    if attention.weighting != "skew":
+        return attention
+    S = triangular_matrix(attention.weight, attention.dim, lower=True)
+    return _AttentionInference(S=S, dim=attention.dim)
