@@ -1,0 +1,117 @@
+"""SymplecticAutoencoder and ReducedIntegrator: immersion property, training, persistence."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import geomlearn as gl
+from geomlearn.manifolds import StiefelMatrix, orthonormality_residual, riemannian_adam
+from geomlearn.reduction import immersion_residual, projection_error, proper_symplectic_decomposition
+
+from _helpers import randomize
+
+
+def _small(key, dtype=jnp.float64, full=24, reduced=4):
+    return gl.SymplecticAutoencoder(full, reduced, width=5, n_encoder_layers=2,
+                                    n_encoder_blocks=2, n_decoder_layers=2,
+                                    n_decoder_blocks=2, key=key, dtype=dtype)
+
+
+def _random_on_manifold(model, seed):
+    """Every plain array random (Gaussian); every Stiefel matrix random on the manifold."""
+    rng = np.random.default_rng(seed)
+    model = randomize(model, rng, scale=0.5)  # also scrambles the Stiefel values
+    keys = iter(jax.random.split(jax.random.PRNGKey(seed), 100))
+    return jax.tree_util.tree_map(
+        lambda x: StiefelMatrix.random(*x.value.shape, key=next(keys), dtype=x.value.dtype)
+        if isinstance(x, StiefelMatrix) else x,
+        model, is_leaf=lambda x: isinstance(x, StiefelMatrix))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_decoder_is_a_symplectic_immersion_for_random_parameters(seed):
+    ae = _random_on_manifold(_small(jax.random.PRNGKey(seed)), seed)
+    for y in jax.random.normal(jax.random.PRNGKey(seed + 10), (3, 4), dtype=jnp.float64):
+        assert float(immersion_residual(ae.decode, y)) <= 1e-12
+
+
+def test_negative_control_off_manifold_parameters():
+    ae = randomize(_small(jax.random.PRNGKey(0)), np.random.default_rng(0), scale=0.5)
+    y = jnp.array([0.1, -0.3, 0.2, 0.5])
+    assert float(immersion_residual(ae.decode, y)) > 1e-2
+
+
+def test_shapes_dtype_and_jit(dtype, key):
+    ae = _small(key(), dtype=dtype)
+    z = jax.random.normal(key(), (24,), dtype=dtype)
+    y = ae.encode(z)
+    assert y.shape == (4,) and y.dtype == dtype and ae(z).dtype == dtype
+    np.testing.assert_allclose(eqx.filter_jit(lambda m, x: m(x))(ae, z), ae(z), rtol=1e-5 if dtype == jnp.float32 else 1e-12,
+                               atol=1e-6)
+    with pytest.raises(ValueError):
+        ae.encode(jnp.ones(23, dtype))
+    with pytest.raises(ValueError):
+        gl.SymplecticAutoencoder(24, 3, key=key())
+    with pytest.raises(ValueError):
+        gl.SymplecticAutoencoder(4, 8, key=key())
+
+
+def test_an_autoencoder_is_not_an_integrator(key):
+    ae = _small(key())
+    with pytest.raises(TypeError):
+        gl.iterate(ae, jnp.ones(24), 3)
+
+
+@pytest.fixture(scope="module")
+def toda_snapshots():
+    toda = gl.systems.TodaLattice(n_particles=12)
+    X = gl.integrators.integrate(toda, toda.default_initial_conditions(jnp.float64)[0], 0.1, 300)
+    return toda, X
+
+
+def test_fit_trains_and_keeps_the_structure(toda_snapshots):
+    toda, X = toda_snapshots
+    ae = _small(jax.random.PRNGKey(3), full=24, reduced=2)
+    ae = gl.models.initialize_from_psd(ae, X)
+    psd = proper_symplectic_decomposition(X, 2)
+    e0 = float(projection_error(ae, X))
+    np.testing.assert_allclose(e0, float(projection_error(psd, X)), rtol=0.2)
+    data = gl.TrajectoryData(X[None], 0.1)
+    ae, hist = gl.fit(ae, data, epochs=150, optimizer=riemannian_adam(3e-3),
+                      key=jax.random.PRNGKey(4), progress=False)
+    assert float(projection_error(ae, X)) < e0
+    for x in jax.tree_util.tree_leaves(ae, is_leaf=lambda x: isinstance(x, StiefelMatrix)):
+        if isinstance(x, StiefelMatrix):
+            assert float(orthonormality_residual(x.value)) <= 1e-12
+    for z in X[::100]:
+        assert float(immersion_residual(ae.decode, ae.encode(z))) <= 1e-12
+    res = ae.structure_residuals(X[::100], ae.task())
+    assert res["immersion"] <= 1e-12
+
+
+def test_reduced_integrator_trains_rolls_out_and_round_trips(toda_snapshots, tmp_path):
+    toda, X = toda_snapshots
+    model = gl.ReducedIntegrator(24, 2, n_layers=2, width=4, autoencoder_width=4,
+                                 n_encoder_blocks=1, n_decoder_blocks=1,
+                                 key=jax.random.PRNGKey(0), dtype=jnp.float64)
+    ae_before = eqx.filter(model.autoencoder, eqx.is_array)
+    data = gl.TrajectoryData(X[None], 0.1)
+    model, hist = gl.fit(model, data, epochs=20, key=jax.random.PRNGKey(1), progress=False)
+    assert hist["loss"][-1] < hist["loss"][0]
+    # the autoencoder is frozen (train_autoencoder=False)
+    for a, b in zip(jax.tree_util.tree_leaves(ae_before),
+                    jax.tree_util.tree_leaves(eqx.filter(model.autoencoder, eqx.is_array))):
+        np.testing.assert_array_equal(a, b)
+    traj = gl.iterate(model, X[0], 10)
+    assert traj.shape[-1] == 24
+    ys = model.reduced_rollout(model.encode(X[0]), 10)
+    np.testing.assert_allclose(traj[-1], model.decode(ys[-1]), atol=1e-12)
+    assert model.structure == "none" and model.reduced_structure == "symplectic"
+    gl.save(tmp_path / "m", model)
+    loaded = gl.load(tmp_path / "m")
+    np.testing.assert_array_equal(loaded(X[5]), model(X[5]))
+    # from_parts
+    again = gl.ReducedIntegrator.from_parts(model.autoencoder, model.integrator_net)
+    np.testing.assert_array_equal(again(X[5]), model(X[5]))
