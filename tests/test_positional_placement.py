@@ -1,0 +1,275 @@
+"""Placements of the positional encoding in the transformer integrators (issue 14).
+
+Every placement keeps the structure exactly (float64 residual ≤ 1e-12, with a negative
+control that must fail); `positional_encoding=True` is the zero-initialised position
+bias, so at initialisation it is the model without encoding; with it the symplectic
+transformer sees the order of the rows, without it it is permutation-equivariant. Also
+the two order-dependent benchmark systems and their period-aligned data sets.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import geomlearn as gl
+from geomlearn.datasets import RECIPES, forced_rigid_body, parametric_pendulum
+from geomlearn.geometry import symplecticity_residual, volume_residual
+from geomlearn.integrators import integrate
+from geomlearn.layers.positional import positional_encoding
+from geomlearn.models import transformer as transformer_module
+from geomlearn.systems import SYSTEMS, ForcedRigidBody, ParametricPendulum
+
+from _helpers import normal, randomize
+
+PLACEMENTS = ("input", "scaled", "conjugate", "bias")
+STRUCTURE_TOL = 1e-12  # float64, as every structure test of the suite
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20261201)
+
+
+def make(name, placement, key, dtype=jnp.float64, T=4):
+    """A small model of family `name` with `positional_encoding=placement`."""
+    if name == "ST":
+        return gl.SymplecticTransformer(4, n_sympnet=2, width=3, L=2,
+                                        positional_encoding=placement, key=key, dtype=dtype)
+    if name == "LST":
+        return gl.LinearSymplecticTransformer(4, T, n_sympnet=2, width=3, L=1,
+                                              positional_encoding=placement, key=key,
+                                              dtype=dtype)
+    if name == "VPT":
+        return gl.VolumePreservingTransformer(3, n_blocks=2, n_linear=2, L=2,
+                                              positional_encoding=placement, key=key,
+                                              dtype=dtype)
+    if name == "TF":
+        return gl.Transformer(4, L=1, transformer_dim=6, positional_encoding=placement,
+                              key=key, dtype=dtype)
+    raise AssertionError(name)
+
+
+def residual(name, f, Z):
+    if name == "VPT":
+        return float(volume_residual(f, Z))
+    return float(symplecticity_residual(f, Z))
+
+
+def position_factor(Z):
+    """A position-dependent *scaling* of the rows, `Z ⊙ (1 + 0.3 P)`: not a translation,
+    so a negative control of the placements (it changes volume and ω)."""
+    P = positional_encoding(Z.shape[0], Z.shape[1], dtype=Z.dtype)
+    return Z * (1.0 + 0.3 * P)
+
+
+# ----------------------------------------------------------------------- structure
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("name", ["ST", "LST", "VPT"])
+def test_every_placement_keeps_the_structure(name, placement, key, rng):
+    # Random parameters, including non-zero position gains (scale 0.3: moderate
+    # conditioning, as in the other structure tests).
+    model = randomize(make(name, placement, key()), rng, 0.3)
+    if placement == "bias":
+        gains = jax.tree_util.tree_leaves(model.position_gains)
+        assert gains and all(float(jnp.max(jnp.abs(g))) > 0.05 for g in gains)
+    dim = 3 if name == "VPT" else 4
+    Z = normal(rng, (4, dim), scale=0.5)
+    assert residual(name, model, Z) <= STRUCTURE_TOL
+    # Negative control: the same model behind a position-dependent scaling fails.
+    assert residual(name, lambda W: model(position_factor(W)), Z) > 1e-3
+
+
+@pytest.mark.parametrize("name", ["ST", "VPT"])
+def test_bias_placement_for_other_window_lengths(name, key, rng):
+    model = randomize(make(name, True, key()), rng, 0.3)
+    dim = 3 if name == "VPT" else 4
+    for T in (1, 7):  # any T: the features are computed for the window at hand
+        assert residual(name, model, normal(rng, (T, dim), scale=0.5)) <= STRUCTURE_TOL
+
+
+def test_vpt_inverse_of_every_placement(key, rng):
+    for placement in PLACEMENTS:
+        model = randomize(make("VPT", placement, key()), rng, 0.3)
+        Z = normal(rng, (5, 3), scale=0.5)
+        np.testing.assert_allclose(model.inverse(model(Z)), Z, rtol=0, atol=1e-12)
+
+
+def test_vpt_inverse_needs_the_position_bias(key, rng):
+    # Negative control: inverting with the plain (unbiased) layers misses the bias.
+    model = randomize(make("VPT", "bias", key()), rng, 0.3)
+    Z = normal(rng, (5, 3), scale=0.5)
+    no_gain = eqx.tree_at(
+        lambda m: m.position_gains, model,
+        jax.tree_util.tree_map(jnp.zeros_like, model.position_gains),
+    )
+    assert float(jnp.max(jnp.abs(no_gain.inverse(model(Z)) - Z))) > 1e-3
+
+
+# ------------------------------------------------- the default: a zero-initialised gain
+
+
+@pytest.mark.parametrize("name", ["ST", "LST", "VPT", "TF"])
+def test_true_is_the_bias_placement_and_starts_as_the_plain_model(name, key, rng):
+    assert transformer_module.DEFAULT_PLACEMENT == "bias"
+    k = key()
+    plain, encoded = make(name, False, k), make(name, True, k)
+    assert encoded.positional_encoding is True and plain.position_gains is None
+    gains = jax.tree_util.tree_leaves(encoded.position_gains)
+    assert gains and all(not np.any(np.asarray(g)) for g in gains)  # zero at init
+    dim = 3 if name == "VPT" else 4
+    Z = normal(rng, (4, dim))
+    np.testing.assert_array_equal(encoded(Z), plain(Z))  # bit for bit
+    # ... and the gains do act once trained: a non-zero gain changes the map.
+    moved = eqx.tree_at(
+        lambda m: m.position_gains, encoded,
+        jax.tree_util.tree_map(lambda g: g + 0.5, encoded.position_gains),
+    )
+    assert float(jnp.max(jnp.abs(moved(Z) - plain(Z)))) > 1e-3
+
+
+def test_bias_gains_are_trained(key, rng):
+    # The gains are parameters that get gradients (the model can learn to use order).
+    model = make("ST", True, key())
+    Z = normal(rng, (4, 4))
+    target = normal(rng, (4, 4))
+    grads = eqx.filter_grad(lambda m: jnp.sum((m(Z) - target) ** 2))(model)
+    assert all(float(jnp.max(jnp.abs(g))) > 0 for g in grads.position_gains)
+
+
+@pytest.mark.parametrize("name", ["ST", "VPT", "TF"])
+def test_dtype_follows_input(name, key, rng):
+    model = randomize(make(name, True, key(), dtype=jnp.float32), rng, 0.3)
+    dim = 3 if name == "VPT" else 4
+    for dt in (jnp.float32, jnp.float64):
+        Z = normal(rng, (4, dim), dtype=dt)
+        assert model(Z).dtype == dt
+        assert eqx.filter_jit(model)(Z).dtype == dt
+
+
+# ------------------------------------------------------------------- order sensitivity
+
+
+def test_symplectic_transformer_sees_order_only_with_the_encoding(key, rng):
+    plain = randomize(make("ST", False, key()), rng, 0.5)
+    # The same parameters with the default encoding, trained-looking (non-zero) gains.
+    encoded = make("ST", True, key())
+    encoded = eqx.tree_at(lambda m: m.layers, encoded, plain.layers)
+    encoded = eqx.tree_at(
+        lambda m: m.position_gains, encoded,
+        tuple(normal(rng, g.shape, scale=0.5) for g in encoded.position_gains),
+    )
+    for T in (3, 5):
+        Z = normal(rng, (T, 4))
+        perm = np.roll(np.arange(T), 1)  # a cyclic shift: moves every row
+        np.testing.assert_allclose(plain(Z[perm]), plain(Z)[perm], rtol=0, atol=1e-12)
+        assert float(jnp.max(jnp.abs(encoded(Z[perm]) - encoded(Z)[perm]))) > 1e-3
+    for placement in ("input", "scaled", "conjugate"):
+        model = eqx.tree_at(lambda m: m.layers, make("ST", placement, key()), plain.layers)
+        Z = normal(rng, (4, 4))
+        perm = np.roll(np.arange(4), 1)
+        assert float(jnp.max(jnp.abs(model(Z[perm]) - model(Z)[perm]))) > 1e-3
+
+
+def test_translation_placements_are_what_they_say(key, rng):
+    plain = randomize(make("ST", False, key()), rng, 0.3)
+    Z = normal(rng, (5, 4))
+    P = positional_encoding(5, 4, dtype=jnp.float64)
+    short = positional_encoding(5, 4, dtype=jnp.float64, base=4.0)  # frequencies 1, 1/2
+
+    def twin(placement):
+        return eqx.tree_at(lambda m: m.layers, make("ST", placement, key()), plain.layers)
+
+    np.testing.assert_allclose(twin("input")(Z), plain(Z + P), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(twin("conjugate")(Z), plain(Z + P) - P, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(twin("scaled")(Z), plain(Z + 0.1 * short), rtol=0, atol=1e-13)
+
+
+# ---------------------------------------------------------------- configuration, I/O
+
+
+def test_placement_is_a_stored_constructor_argument(key, tmp_path):
+    for placement in (True, "conjugate", "bias"):
+        model = make("VPT", placement, key())
+        config = model.config()
+        assert config["positional_encoding"] == placement
+        rebuilt = gl.VolumePreservingTransformer(**config, key=key())
+        assert jax.tree_util.tree_structure(rebuilt) == jax.tree_util.tree_structure(model)
+        path = tmp_path / f"vpt-{placement}.geomlearn"
+        gl.save(path, model)
+        loaded = gl.load(path)
+        assert loaded.positional_encoding == placement
+        Z = jnp.ones((3, 3)) * 0.3
+        np.testing.assert_array_equal(loaded(Z), model(Z))
+
+
+def test_invalid_placement_names_the_choices(key):
+    with pytest.raises(ValueError, match=r"one of \('input', 'scaled', 'conjugate', 'bias'\)"
+                                         r".*got 'front'"):
+        gl.SymplecticTransformer(4, positional_encoding="front", key=key())
+    with pytest.raises(TypeError, match="positional_encoding must be a bool"):
+        gl.VolumePreservingTransformer(3, positional_encoding=1, key=key())
+
+
+# ------------------------------------------------------- order-dependent benchmark data
+
+
+def test_driven_systems_fields_divergence_and_invariants(rng):
+    pend, body = ParametricPendulum(), ForcedRigidBody()
+    assert SYSTEMS["parametric_pendulum"] is ParametricPendulum
+    assert SYSTEMS["forced_rigid_body"] is ForcedRigidBody
+    z = jnp.asarray([0.7, 0.4, -0.3, 0.2])
+    q, tau, p = 0.7, 0.4, -0.3
+    expected = [p, 1.0, -(1 + 0.5 * np.cos(2 * tau)) * np.sin(q),
+                -(-0.5 * 2 * np.sin(2 * tau)) * (1 - np.cos(q))]
+    np.testing.assert_allclose(pend.vector_field(z), expected, rtol=1e-14, atol=1e-15)
+    for system in (pend, body):
+        zs = normal(rng, (4, system.dim), scale=0.5)
+        div = jax.vmap(lambda x: jnp.trace(jax.jacfwd(system.vector_field)(x)))(zs)
+        np.testing.assert_allclose(div, 0.0, atol=1e-14)
+        for invariant in system.invariants.values():
+            rate = jax.vmap(lambda x: jax.grad(invariant)(x) @ system.vector_field(x))(zs)
+            np.testing.assert_allclose(rate, 0.0, atol=1e-13)
+    # The drive makes the physical energy non-conserved (else the problem is Markov).
+    traj = integrate(pend, pend.default_initial_conditions()[0], 0.1, 30, method="yoshida6")
+    physical = 0.5 * traj[:, 2] ** 2 + (1 - jnp.cos(traj[:, 0]))
+    assert float(jnp.max(physical) - jnp.min(physical)) > 1e-2
+
+
+@pytest.mark.parametrize("make_data", [parametric_pendulum, forced_rigid_body])
+def test_order_dependent_data_are_period_aligned(make_data):
+    T = 3
+    key = jax.random.PRNGKey(3)
+    full = make_data(key, seq_length=T, n_trajectories=2, n_periods=4, segments=False)
+    segs = make_data(key, seq_length=T, n_trajectories=2, n_periods=4)
+    assert full.states.shape[1] == 4 * T + 1
+    assert segs.states.shape == (2 * 3, 2 * T, full.dim)
+    for k in range(3):  # segment k of each trajectory starts at period k
+        np.testing.assert_array_equal(segs.states[2 * k: 2 * k + 2],
+                                      full.states[:, k * T: k * T + 2 * T])
+    x, y = segs.windows(T, T)
+    assert x.shape[0] == segs.n_trajectories  # one aligned window pair per segment
+    np.testing.assert_allclose(full.dt * T, 2 * np.pi / 2.0, rtol=1e-15)  # one period
+
+
+def test_order_dependent_data_depend_on_the_row():
+    # The map row i -> row i of the next window differs between rows: the same state
+    # put at two different rows (phases) goes to different states after one period.
+    system = ParametricPendulum()
+    T = 4
+    dt = system.period / T
+    z = jnp.asarray([[0.5, 0.0, 0.2, 0.0], [0.5, dt, 0.2, 0.0]])  # phases of rows 0, 1
+    after = integrate(system, z, dt, T, method="yoshida6", substeps=10)[:, -1]
+    assert float(jnp.max(jnp.abs(after[0, ::2] - after[1, ::2]))) > 1e-2
+
+
+def test_command_line_recipes_exist():
+    for name in ("parametric_pendulum", "forced_rigid_body"):
+        train, held, description = RECIPES[name](
+            SYSTEMS[name](), n_trajectories=4, key=jax.random.PRNGKey(0), dtype=None
+        )
+        assert train.states.shape[1] == 2 * 3 and held.n_trajectories >= 1
+        assert "aligned" in description
