@@ -5,7 +5,10 @@ their parameters, the tools to measure that (`geomlearn.geometry`), and what is 
 around them to learn integrators from phase-space trajectories.
 """
 
+from importlib import metadata as _metadata
+
 from . import data, datasets, evaluation, geometry, integrators, io, layers, models, rollout, systems, training
+from . import manifolds, reduction
 from .data import *  # noqa: F403
 from .evaluation import *  # noqa: F403
 from .io import *  # noqa: F403
@@ -13,8 +16,12 @@ from .layers import *  # noqa: F403
 from .models import *  # noqa: F403
 from .rollout import *  # noqa: F403
 from .training import *  # noqa: F403
+from .second_order import GaussNewton, LevenbergMarquardt
 
-__version__ = "0.1.0"
+try:
+    __version__ = _metadata.version("geomlearn")
+except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "geometry",
@@ -23,10 +30,14 @@ __all__ = [
     "systems",
     "integrators",
     "datasets",
+    "manifolds",
+    "reduction",
     *layers.__all__,
     *models.__all__,
     *data.__all__,
     *training.__all__,
+    "LevenbergMarquardt",
+    "GaussNewton",
     *rollout.__all__,
     *evaluation.__all__,
     *io.__all__,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -80,3 +82,21 @@ def step_size(h, dtype):
     if not (jnp.issubdtype(h.dtype, jnp.floating) or jnp.issubdtype(h.dtype, jnp.integer)):
         raise TypeError(f"the step size h must be a real number, got dtype {h.dtype}")
     return h.astype(dtype)
+
+
+def check_time_step(dt) -> float:
+    """A time step `dt` as a finite Python float `> 0` (concrete, validated eagerly)."""
+    if isinstance(dt, jax.core.Tracer):
+        raise TypeError("dt must be a concrete number (integrate validates it eagerly)")
+    is_number = isinstance(dt, numbers.Real) and not isinstance(dt, bool)
+    is_scalar_array = (
+        isinstance(dt, (np.ndarray, np.generic, jax.Array))
+        and np.ndim(dt) == 0
+        and np.dtype(dt.dtype).kind in "fiu"
+    )
+    if not (is_number or is_scalar_array):
+        raise TypeError(f"dt must be a real number, got {dt!r}")
+    value = float(dt)
+    if not math.isfinite(value) or value <= 0.0:
+        raise ValueError(f"dt must be a finite number > 0, got {value}")
+    return value

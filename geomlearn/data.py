@@ -34,7 +34,8 @@ import numpy as np
 
 from ._typing import Array, Float, PRNGKeyArray
 from ._validation import check_int
-from .integrators import _check_dt, integrate
+from ._validation import check_time_step
+from .integrators import integrate
 
 __all__ = ["TrajectoryData"]
 
@@ -69,7 +70,7 @@ class TrajectoryData:
                 "states must have shape (n_trajectories, n_steps + 1, dim) (rank 3), got "
                 f"shape {arr.shape}; for a single trajectory use states[None]"
             )
-        if not np.issubdtype(arr.dtype, np.floating):
+        if not jnp.issubdtype(arr.dtype, jnp.floating):  # bfloat16 is not np.floating
             raise TypeError(f"states must have a floating dtype, got {arr.dtype}")
         n_traj, n_rows, dim = arr.shape
         if n_traj < 1 or dim < 1:
@@ -89,7 +90,7 @@ class TrajectoryData:
                 f"states has a non-finite value ({arr[i, t, k]}) in trajectory {i} at step "
                 f"{t} (component {k})"
             )
-        self._dt = _check_dt(dt)
+        self._dt = check_time_step(dt)
         self._states = jnp.asarray(states)
 
     # --- construction --------------------------------------------------------------

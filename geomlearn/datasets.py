@@ -8,6 +8,8 @@ settings are those of the original experiments.
 | `pendulum_sympnets()` | `Pendulum()` | 1 train + 1 test | 40 + 100 | 0.1 | `"yoshida6"`, 10 substeps |
 | `rigid_body_vpt()` | `RigidBody()` | 1238 | 100 | 0.2 | `"implicit_midpoint"` |
 | `coupled_oscillator_lst(key)` | `CoupledHarmonicOscillator()` | 5 | 333 | 0.3 | `"implicit_midpoint"` |
+| `parametric_pendulum(key)` | `ParametricPendulum()` | 64, in period-aligned segments | 6 periods of $T$ | $\pi/T$ | `"yoshida6"`, 10 substeps |
+| `forced_rigid_body(key)` | `ForcedRigidBody(Omega=2)` | 64, in period-aligned segments | 6 periods of $T$ | $\pi/T$ | `"gauss_legendre6"`, 2 substeps |
 
 All arrays have JAX's default float dtype unless `dtype` is given (float64 needs
 `jax_enable_x64`).
@@ -25,7 +27,13 @@ from ._typing import Array, Float, PRNGKeyArray
 from ._validation import float_dtype
 from .data import TrajectoryData
 from .integrators import integrate
-from .systems import CoupledHarmonicOscillator, Pendulum, RigidBody
+from .systems import (
+    CoupledHarmonicOscillator,
+    ForcedRigidBody,
+    ParametricPendulum,
+    Pendulum,
+    RigidBody,
+)
 
 __all__ = [
     "pendulum_sympnets",
@@ -33,7 +41,16 @@ __all__ = [
     "rigid_body_vpt_initial_conditions",
     "rigid_body_vpt_validation",
     "coupled_oscillator_lst",
+    "parametric_pendulum",
+    "forced_rigid_body",
+    "for_system",
+    "RECIPES",
+    "DEFAULT_DT",
+    "DEFAULT_STEPS",
 ]
+
+#: Time step and number of steps of the generic recipe (any system without its own).
+DEFAULT_DT, DEFAULT_STEPS = 0.1, 200
 
 
 def pendulum_sympnets(*, dtype=None) -> tuple[TrajectoryData, TrajectoryData]:
@@ -149,3 +166,231 @@ def coupled_oscillator_lst(key: PRNGKeyArray, *, dtype=None) -> TrajectoryData:
     return TrajectoryData.from_system(
         CoupledHarmonicOscillator(), z0, 0.3, n_steps, method="implicit_midpoint"
     )
+
+
+# ------------------------------------------------------------------- recipes per system
+
+
+def _pendulum_recipe(system, *, n_trajectories, key, dtype):
+    train, test = pendulum_sympnets(dtype=dtype)
+    if n_trajectories is not None:
+        raise ValueError("the pendulum data set has one trajectory; n_trajectories does not apply")
+    return train, test, "SympNets pendulum: train on 40 steps, evaluate on the next 100"
+
+
+def _rigid_body_recipe(system, *, n_trajectories, key, dtype):
+    z0 = rigid_body_vpt_initial_conditions(dtype=dtype)
+    n = 64 if n_trajectories is None else n_trajectories
+    if not 1 <= n <= z0.shape[0]:
+        raise ValueError(f"n_trajectories must be between 1 and {z0.shape[0]}, got {n}")
+    idx = np.unique(np.linspace(0, z0.shape[0] - 1, n).round().astype(int))
+    data = TrajectoryData.from_system(system, z0[idx], 0.2, 100, method="implicit_midpoint")
+    return data, None, (
+        f"volume-preserving transformer rigid body ({len(idx)} of its 1238 trajectories, "
+        "evenly spaced in its parameter)"
+    )
+
+
+def _coupled_oscillator_recipe(system, *, n_trajectories, key, dtype):
+    data = _select(coupled_oscillator_lst(key, dtype=dtype), n_trajectories)
+    return data, None, "linear symplectic transformer coupled oscillator"
+
+
+def _select(data: TrajectoryData, n: int | None) -> TrajectoryData:
+    """`n` trajectories of `data`, evenly spaced (all of them for `None`)."""
+    if n is None:
+        return data
+    n_total = data.n_trajectories
+    if not 1 <= n <= n_total:
+        raise ValueError(f"n_trajectories must be between 1 and {n_total}, got {n}")
+    idx = np.unique(np.linspace(0, n_total - 1, n).round().astype(int))
+    return TrajectoryData(data.states[idx], data.dt)
+
+
+def _generic_recipe(system, *, n_trajectories, key, dtype):
+    z0 = system.default_initial_conditions(dtype=dtype)
+    data = TrajectoryData.from_system(system, z0, DEFAULT_DT, DEFAULT_STEPS)
+    source = f"default initial conditions, dt={DEFAULT_DT}, {DEFAULT_STEPS} steps"
+    return _select(data, n_trajectories), None, source
+
+
+#: Data recipes of `for_system`, by system name (`geomlearn.systems.SYSTEMS`). A recipe
+#: `recipe(system, *, n_trajectories, key, dtype)` returns `(data, held_out or None,
+#: description)`; `None` means "split `data` by trajectories".
+RECIPES = {
+    "pendulum": _pendulum_recipe,
+    "rigid_body": _rigid_body_recipe,
+    "coupled_oscillator": _coupled_oscillator_recipe,
+}
+
+
+def for_system(name: str, system, *, n_trajectories: int | None = None, seed: int = 0,
+               dtype=None) -> tuple[TrajectoryData, TrajectoryData, str]:
+    """`(train, held_out, description)`: the data the command line trains and evaluates on.
+
+    Systems with a recipe in `RECIPES` use it (the papers' data sets); any other system is
+    integrated from its `default_initial_conditions()` with `DEFAULT_DT` for
+    `DEFAULT_STEPS` steps (implicit midpoint). With `n_trajectories`, that many
+    trajectories are kept, evenly spaced (the rigid body integrates only those). When there are at least two trajectories,
+    80 % (by whole trajectories, chosen with `seed`) train and 20 % are held out for
+    validation and evaluation; a single trajectory is trained and evaluated on.
+    """
+    key = jax.random.fold_in(jax.random.PRNGKey(seed), 7)
+    recipe = RECIPES.get(name, _generic_recipe)
+    data, held_out, source = recipe(
+        system, n_trajectories=n_trajectories, key=jax.random.fold_in(key, 1), dtype=dtype
+    )
+    if held_out is not None:
+        return data, held_out, source
+    if data.n_trajectories >= 2:
+        train, held_out = data.split(0.8, key=jax.random.fold_in(key, 2))
+        how = f"{train.n_trajectories} training / {held_out.n_trajectories} held-out trajectories"
+        return train, held_out, f"{source}: {how}"
+    return data, data, f"{source}: 1 trajectory, trained and evaluated on it"
+
+
+# ------------------------------------------- order-dependent (non-autonomous) problems
+
+
+def _aligned(states, seq_length: int, n_periods: int, dt: float, segments: bool):
+    """The trajectories `(B, n_periods T + 1, d)`, or their period-aligned segments of
+    `2T` rows (one input window and the next), `(B (n_periods - 1), 2T, d)`."""
+    T = seq_length
+    if not segments:
+        return TrajectoryData(states, dt)
+    parts = [states[:, k * T : k * T + 2 * T] for k in range(n_periods - 1)]
+    return TrajectoryData(jnp.concatenate(parts, axis=0), dt)
+
+
+def _check_periods(seq_length, n_trajectories, n_periods):
+    from ._validation import check_int
+
+    T = check_int("seq_length", seq_length, minimum=1)
+    B = check_int("n_trajectories", n_trajectories, minimum=1)
+    P = check_int("n_periods", n_periods, minimum=2)
+    return T, B, P
+
+
+def parametric_pendulum(
+    key: PRNGKeyArray,
+    *,
+    seq_length: int = 4,
+    n_trajectories: int = 64,
+    n_periods: int = 6,
+    segments: bool = True,
+    system: ParametricPendulum | None = None,
+    dtype=None,
+) -> TrajectoryData:
+    r"""An order-dependent benchmark: the driven pendulum sampled `seq_length` times per
+    drive period, `(q, p)` rows only.
+
+    System: `ParametricPendulum()` ($H = p^2/2 + (1 + 0.5\cos 2t)(1 - \cos q)$, drive
+    period $\pi$) unless `system` is given. `n_trajectories` initial states
+    $q \sim U(-1, 1)$, $p \sim U(-0.5, 0.5)$ drawn with `key`, all starting at drive phase
+    0 ($\tau = 0$); step $\Delta t = P/T$ with $P = 2\pi/\Omega$ the drive period and
+    $T$ = `seq_length`; `n_periods` periods; Yoshida's 6th-order method with 10
+    substeps. The clock $(\tau, E)$ is dropped: the states are 2-d, so a model does not
+    see the drive phase in the state.
+
+    **Alignment.** Row $kT + i$ is at drive phase $2\pi i/T$. With `segments=True`
+    (default) the data are the aligned pieces of $2T$ rows (one window and the next,
+    starting at multiples of the period), so `data.windows(T, T)` — what `fit` takes from
+    a `TrajectoryData` for a transformer with `prediction_window = T` — gives exactly the
+    period-aligned pairs: the map from row $i$ of a window to row $i$ of the next is the
+    period map at phase $2\pi i/T$, **which depends on $i$**. Windows starting elsewhere
+    would mix phases. With `segments=False` the whole trajectories
+    `(n_trajectories, n_periods T + 1, 2)` are returned (for rollouts from their first
+    window with `prediction_window = T`, which stay aligned).
+
+    ```python
+    >>> data = parametric_pendulum(jax.random.PRNGKey(0), seq_length=4)
+    >>> data.states.shape        # 64 trajectories x 5 aligned segments of 2T rows
+    (320, 8, 2)
+    ```
+    """
+    T, B, P = _check_periods(seq_length, n_trajectories, n_periods)
+    system = ParametricPendulum() if system is None else system
+    dtype = float_dtype(dtype)
+    kq, kp = jax.random.split(key)
+    q = jax.random.uniform(kq, (B,), dtype, -1.0, 1.0)
+    p = jax.random.uniform(kp, (B,), dtype, -0.5, 0.5)
+    zero = jnp.zeros((B,), dtype)
+    z0 = jnp.stack([q, zero, p, zero], axis=1)
+    dt = system.period / T
+    states = integrate(system, z0, dt, P * T, method="yoshida6", substeps=10)
+    return _aligned(states[..., ::2], T, P, dt, segments)
+
+
+def forced_rigid_body(
+    key: PRNGKeyArray,
+    *,
+    seq_length: int = 4,
+    n_trajectories: int = 64,
+    n_periods: int = 6,
+    segments: bool = True,
+    system: ForcedRigidBody | None = None,
+    dtype=None,
+) -> TrajectoryData:
+    r"""The volume-preserving analogue of `parametric_pendulum`: the rigid body with
+    pulsating inertia, sampled `seq_length` times per pulsation period, 3-d rows.
+
+    System: `ForcedRigidBody(Omega=2.0)` (period $\pi$) unless `system` is given.
+    `n_trajectories` initial states uniform on the unit sphere (drawn with `key`), drive
+    phase 0; step $P/T$; `n_periods` periods; 6th-order Gauss–Legendre with 2 substeps.
+    The clock $(\tau, E)$ is dropped: rows are $z \in \mathbb{R}^3$ (on the sphere, as
+    the Casimir is conserved), and the window map is volume-preserving.
+
+    Alignment and `segments` as in `parametric_pendulum`.
+
+    ```python
+    >>> forced_rigid_body(jax.random.PRNGKey(0)).states.shape
+    (320, 8, 3)
+    ```
+    """
+    T, B, P = _check_periods(seq_length, n_trajectories, n_periods)
+    system = ForcedRigidBody(Omega=2.0) if system is None else system
+    dtype = float_dtype(dtype)
+    m = jax.random.normal(key, (B, 3), dtype)
+    m = m / jnp.linalg.norm(m, axis=1, keepdims=True)
+    z0 = jnp.concatenate([m, jnp.zeros((B, 2), dtype)], axis=1)
+    dt = system.period / T
+    states = integrate(system, z0, dt, P * T, method="gauss_legendre6", substeps=2)
+    return _aligned(states[..., :3], T, P, dt, segments)
+
+
+#: Window length of the command line's order-dependent recipes (its default --seq-length).
+ORDER_DEPENDENT_SEQ_LENGTH = 3
+
+
+def _order_dependent_recipe(make, name):
+    def recipe(system, *, n_trajectories, key, dtype):
+        T = ORDER_DEPENDENT_SEQ_LENGTH
+        B = 64 if n_trajectories is None else n_trajectories
+        k_train, k_held = jax.random.split(key)
+        train = make(k_train, seq_length=T, n_trajectories=B, system=system, dtype=dtype)
+        held = make(k_held, seq_length=T, n_trajectories=max(1, B // 4), system=system,
+                    dtype=dtype)
+        return train, held, (
+            f"{name}: {B} training and {max(1, B // 4)} held-out trajectories from other "
+            f"initial states, cut into period-aligned segments of 2T rows (T = {T}; train "
+            f"with --seq-length {T} and prediction window T)"
+        )
+
+    return recipe
+
+
+RECIPES["parametric_pendulum"] = _order_dependent_recipe(parametric_pendulum, "driven pendulum")
+RECIPES["forced_rigid_body"] = _order_dependent_recipe(forced_rigid_body, "pulsating rigid body")
+
+
+def _toda_lattice_recipe(system, *, n_trajectories, key, dtype):
+    """The reference package's symplectic-autoencoder data: the bump, implicit midpoint,
+    `dt = 0.1`, `t ∈ [0, 800]` (8000 steps; one trajectory)."""
+    if n_trajectories not in (None, 1):
+        raise ValueError("the Toda lattice data set has one trajectory (the bump)")
+    z0 = system.default_initial_conditions(dtype=dtype)[:1]
+    data = TrajectoryData.from_system(system, z0, 0.1, 8000, method="implicit_midpoint")
+    return data, None, "Toda lattice bump (GeometricMachineLearning.jl), dt=0.1, t in [0, 800]"
+
+
+RECIPES["toda_lattice"] = _toda_lattice_recipe

@@ -18,6 +18,8 @@ reference trajectory for as many steps as the reference has, and compared with i
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 
 import jax
@@ -25,10 +27,160 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._validation import check_int
-from .geometry import symplecticity_residual, volume_residual
-from .rollout import ROLLOUT_MIDPOINT_ITERATIONS, _midpoint_step, _model_kind, iterate
+from .rollout import check_model, model_rollout
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "Evaluation", "StructureCheck", "check_structure"]
+
+#: The pass/fail tolerance of `check_structure` for a well-conditioned Jacobian; it grows
+#: with the condition number (see `check_structure`).
+CHECK_TOLERANCE = 1e-10
+
+
+@dataclasses.dataclass(frozen=True)
+class StructureCheck:
+    """The structure residuals of a model's iterated map at sample points.
+
+    **Fields:** `structure` (what the iterated map claims to preserve), `map` (a
+    description of the map that was checked), `residuals` (`{"symplecticity" (even
+    dimensions), "volume"}`, the maximum over the points, in the points' dtype),
+    `condition` (the largest condition number of the Jacobian at the points),
+    `tolerance` (the pass/fail threshold used), `n_points`.
+    """
+
+    structure: str
+    map: str
+    residuals: dict
+    condition: float
+    tolerance: float
+    n_points: int
+
+    def claimed(self, name: str) -> bool:
+        """Whether the residual `name` is one the map claims to be zero."""
+        return (name == "symplecticity" and self.structure == "symplectic") or (
+            name == "volume" and self.structure in ("symplectic", "volume")
+        )
+
+    def report(self, *, title: str) -> str:
+        """The check as text: the map, each residual with PASS/FAIL/not claimed, the verdict."""
+        lines = [f"{title}: the iterated map is {self.map}; it claims {self.structure!r}. "
+                 f"Residuals at {self.n_points} points (Jacobian condition number ≤ "
+                 f"{self.condition:.3g}; tolerance {self.tolerance:.2g})"]
+        for name, r in self.residuals.items():
+            ok = "PASS" if np.isfinite(r) and r <= self.tolerance else "FAIL"
+            lines.append(f"  {name:<14} {r:.3e}   {ok if self.claimed(name) else 'not claimed'}")
+        lines.append("PASS" if self.passed else "FAIL")
+        return "\n".join(lines)
+
+    @property
+    def passed(self) -> bool:
+        """Every claimed residual is at most `tolerance` (and finite)."""
+        return all(
+            np.isfinite(r) and r <= self.tolerance
+            for name, r in self.residuals.items()
+            if self.claimed(name)
+        )
+
+
+def check_structure(model, points, *, prediction_window=None, seq_length=None, dt=None):
+    r"""The structure residuals of the map a rollout of `model` iterates.
+
+    That map is the model's `step` (see `geomlearn.models.AbstractModel`): the model map
+    itself for a feed-forward integrator and for a transformer with `pw = T`, the window
+    update $Z \mapsto [Z_{pw:}, F(Z)_{T-pw:}]$ for `pw < T` (not structure-preserving),
+    and a converged implicit-midpoint step for a Hamiltonian network.
+
+    The residuals are those of `geomlearn.geometry`; they are evaluated in the dtype of
+    `points`. The pass/fail tolerance accounts for conditioning: rounding in a Jacobian
+    $M$ of size $N$ perturbs $\det M$ and $M^\top \Omega M$ relatively by about
+    $N\,\varepsilon\,\kappa(M)$, so the tolerance is
+    $\max(10^{-10},\ 64\,N\,\varepsilon\,\kappa)$ with $\kappa$ the largest condition
+    number at the points and $\varepsilon$ the points' machine epsilon.
+
+    **Arguments:** `model`; `points`, a batch of states of the iterated map (`(B, d)`, or
+    `(B, T, d)` for a transformer); the run options as in `iterate`.
+
+    **Returns:** a `StructureCheck`.
+    """
+    check_model(model)
+    points = jnp.asarray(points)
+    task = model.rollout_task(tuple(points.shape), prediction_window=prediction_window, dt=dt)
+    if seq_length is not None and task.seq_length != seq_length:
+        raise ValueError(f"points have windows of length {task.seq_length}, not {seq_length}")
+    return _check_structure(model, points, task)
+
+
+def _check_structure(model, points, task) -> StructureCheck:
+    res = model.structure_residuals(points, task)
+    condition = res.pop("condition")
+    N = int(np.prod(model.state_shape(task)))
+    eps = float(jnp.finfo(points.dtype).eps)
+    tolerance = max(CHECK_TOLERANCE, 64 * N * eps * condition) if np.isfinite(condition) else CHECK_TOLERANCE
+    return StructureCheck(
+        structure=model.iterated_structure(task),
+        map=model.describe_step(task),
+        residuals=res,
+        condition=float(condition),
+        tolerance=float(tolerance),
+        n_points=int(points.shape[0]),
+    )
+
+
+def fmt(x) -> str:
+    """A number for a report: 3 significant digits, `n/a` for `None`."""
+    if x is None:
+        return "n/a"
+    if isinstance(x, float):
+        if x == 0.0 or not math.isfinite(x):
+            return "0" if x == 0.0 else str(x)
+        return f"{x:.3g}" if 1e-3 <= abs(x) < 1e5 else f"{x:.2e}"
+    return str(x)
+
+
+def _summary(metrics, *, title: str, extra=()) -> str:
+    """The metrics as an aligned text table (what `geomlearn train` prints)."""
+    rows = list(extra)
+    errs = "   ".join(f"step {k}: {fmt(v)}" for k, v in metrics["trajectory_error"].items())
+    rows.append(("trajectory error", errs))
+    for name, value in metrics["invariant_drift"].items():
+        ref = metrics["reference_invariant_drift"].get(name)
+        rows.append((f"{name} drift", f"model {fmt(value)}   reference {fmt(ref)}"))
+    claims = metrics["iterated_structure"]
+    for name, value in metrics["structure_residual"].items():
+        claimed = (name == "symplecticity" and claims == "symplectic") or (
+            name == "volume" and claims in ("symplectic", "volume"))
+        rows.append((f"{name} residual", fmt(value) + ("" if claimed else "   (not claimed)")))
+    rows.append(("checked map", metrics["iterated_map"]))
+    speed = f"{fmt(metrics['rollout_states_per_second'])} states/s"
+    if metrics.get("reference_states_per_second") is not None:
+        speed += (f"   reference {metrics['reference_method']}: "
+                  f"{fmt(metrics['reference_states_per_second'])} states/s")
+    rows.append(("rollout speed", speed))
+    width = max(len(r[0]) for r in rows)
+    return "\n".join([title] + [f"  {name:<{width}}  {value}" for name, value in rows])
+
+
+class Evaluation(dict):
+    """What `evaluate` returns: the JSON-serialisable metrics as a `dict`
+    (`result["trajectory_error"]`, `json.dumps(result)`), with the arrays behind them as
+    attributes.
+
+    **Attributes:** `rollout` (the model's trajectories, `(B, N, d)`), `reference` (the
+    reference states, `(B, N, d)`), `series` (per invariant, its relative error over
+    time along the rollout and along the reference, `{name: {"model": (N,),
+    "reference": (N,)}}`), `structure_check` (the `StructureCheck` of the iterated map).
+    """
+
+    def __init__(self, metrics, rollout, reference, series, structure_check):
+        super().__init__(metrics)
+        self.rollout = rollout
+        self.reference = reference
+        self.series = series
+        self.structure_check = structure_check
+
+    def summary(self, *, title: str, extra=(), metrics=None) -> str:
+        """An aligned text table of the metrics (what `geomlearn train` prints), with
+        `extra` rows `(name, text)` first; `metrics` overrides the dict shown."""
+        return _summary(self if metrics is None else metrics, title=title, extra=extra)
 
 
 def _reference_states(reference, dt):
@@ -70,23 +222,64 @@ def _timed(fn):
     return out, time.perf_counter() - t0
 
 
-def _evaluate(
+def evaluate(
     model,
     system,
     reference,
     *,
-    dt=None,
+    dt: float | None = None,
     horizons=None,
-    prediction_window=None,
-    seq_length=None,
+    prediction_window: int | None = None,
+    seq_length: int | None = None,
     n_structure_points: int = 8,
     method: str = "implicit_midpoint",
     key=None,
-):
-    """`(metrics, rollout, states, series)`: `evaluate`'s dict, the rollout, the reference
-    states and, per invariant, its relative error over time (max over trajectories) along
-    the rollout and along the reference."""
-    kind = _model_kind(model)
+) -> Evaluation:
+    r"""Measure a trained model against reference trajectories of `system`.
+
+    **Arguments:**
+
+    - `model`: a trained geomlearn model.
+    - `system`: the system the reference comes from (a `geomlearn.systems` object); its
+      `invariants` are checked along the rollout.
+    - `reference`: a `TrajectoryData` (its `dt` is used), or an array of states
+      `(n_trajectories, n_steps + 1, d)` or `(n_steps + 1, d)`. The model is rolled out
+      from each trajectory's first state (a transformer from its first `T` states) for
+      `n_steps` steps.
+    - `dt`: the time step of an array `reference` (needed for a Hamiltonian network and
+      for timing the reference integrator; without it the reference speed is `None`).
+    - `horizons`: the steps `k` at which to report the trajectory error; default
+      `1, 10, 100, …` and `n_steps`.
+    - `prediction_window`, `seq_length`: for transformers, as in `fit` and `iterate`.
+    - `n_structure_points`: the number of reference states (windows) at which the
+      structure residuals are computed.
+    - `method`: the reference integrator whose speed is reported
+      (`geomlearn.integrators.METHODS`).
+    - `key`: a PRNG key choosing the structure sample points (default: a fixed key).
+
+    **Returns:** an `Evaluation`: a mapping of JSON-serialisable metrics (`dict(result)`
+    is a plain dict) that also holds the rollout, the reference and the invariant series:
+
+    - `"trajectory_error"`: `{str(k): error}` — the relative error over steps `0…k`
+      (see the module documentation);
+    - `"invariant_drift"`: `{name: drift}` for every invariant of `system` along the
+      model's rollouts, and `"reference_invariant_drift"` the same along the reference;
+    - `"structure_residual"`: `{"symplecticity": r, "volume": r}` (symplecticity only in
+      even dimensions) of the map the rollout iterates, the maximum over the sample
+      points, in the reference's dtype; `"structure_condition"` the largest condition
+      number of its Jacobian there, `"structure_tolerance"` and `"structure_passed"` the
+      verdict of `check_structure`, `"iterated_map"` which map was checked;
+    - `"rollout_states_per_second"` and `"reference_states_per_second"`;
+    - `"model"`, `"system"`, `"structure"`, `"n_trajectories"`, `"n_steps"`, `"dt"`,
+      `"reference_method"`.
+
+    ```python
+    train, test = gl.datasets.pendulum_sympnets()
+    metrics = gl.evaluate(model, gl.systems.Pendulum(), test)
+    metrics["invariant_drift"]["energy"]
+    ```
+    """
+    check_model(model)
     states, dt = _reference_states(reference, dt)
     n_traj, N, d = states.shape
     if d != model.dim or d != system.dim:
@@ -104,27 +297,10 @@ def _evaluate(
             raise ValueError(f"horizon {h} is beyond the reference's {n_steps} steps")
     n_structure_points = check_int("n_structure_points", n_structure_points, minimum=1)
 
-    # --- rollout
-    if kind == "transformer":
-        T = model.seq_length if model.seq_length is not None else seq_length
-        if T is None:
-            raise ValueError(
-                f"{type(model).__name__} accepts windows of any length; pass seq_length=T "
-                "(the window length it was trained on)"
-            )
-        if T > N:
-            raise ValueError(f"the reference has {N} states, fewer than the window length {T}")
-        initial = states[:, :T]
-        run = lambda: iterate(model, initial, N, prediction_window=prediction_window)  # noqa: E731
-    elif kind == "hamiltonian":
-        if dt is None:
-            raise ValueError("evaluating a Hamiltonian neural network needs dt")
-        T = 1
-        run = lambda: iterate(model, states[:, 0], N, dt=dt)  # noqa: E731
-    else:
-        T = 1
-        run = lambda: iterate(model, states[:, 0], N)  # noqa: E731
-    rollout, model_seconds = _timed(run)
+    # --- rollout, as the model iterates itself
+    task = model.task(seq_length=seq_length, prediction_window=prediction_window, data_dt=dt)
+    initial = model.initial_states(states, task)
+    rollout, model_seconds = _timed(lambda: model_rollout(model, initial, N, task))
 
     # --- errors
     diff = np.asarray(rollout - states, dtype=np.float64)
@@ -150,27 +326,16 @@ def _evaluate(
         drift[name] = float(np.max(np.abs(pred_vals - start)) / scale)
         ref_drift[name] = float(np.max(np.abs(ref_vals - start)) / scale)
 
-    # --- structure residuals at sample points of the reference
+    # --- structure of the iterated map at states taken from the reference
     key = jax.random.PRNGKey(0) if key is None else key
     k1, k2 = jax.random.split(key)
-    n_pts = n_structure_points
-    traj_idx = np.asarray(jax.random.randint(k1, (n_pts,), 0, n_traj))
-    time_idx = np.asarray(jax.random.randint(k2, (n_pts,), 0, N - T + 1))
-    if kind == "transformer":
-        points = [states[i, t : t + T] for i, t in zip(traj_idx, time_idx)]
-        fmap = model
-    elif kind == "hamiltonian":
-        points = [states[i, t] for i, t in zip(traj_idx, time_idx)]
-        fmap = lambda z: _midpoint_step(model, z, dt, ROLLOUT_MIDPOINT_ITERATIONS)  # noqa: E731
-    else:
-        points = [states[i, t] for i, t in zip(traj_idx, time_idx)]
-        fmap = model
-    residuals = {}
-    if d % 2 == 0:
-        res = jax.jit(lambda z: symplecticity_residual(fmap, z))
-        residuals["symplecticity"] = float(max(float(res(z)) for z in points))
-    vol = jax.jit(lambda z: volume_residual(fmap, z))
-    residuals["volume"] = float(max(float(vol(z)) for z in points))
+    n_init = model.n_initial_points(task)
+    traj_idx = np.asarray(jax.random.randint(k1, (n_structure_points,), 0, n_traj))
+    time_idx = np.asarray(jax.random.randint(k2, (n_structure_points,), 0, N - n_init + 1))
+    points = jnp.stack(
+        [model.initial_states(states[i : i + 1, t:], task)[0] for i, t in zip(traj_idx, time_idx)]
+    )
+    checked = _check_structure(model, points, task)
 
     # --- reference integrator speed (same initial states, same process)
     reference_rate = None
@@ -185,84 +350,21 @@ def _evaluate(
     metrics = {
         "model": type(model).__name__,
         "system": type(system).__name__,
-        "structure": type(model).structure,
+        "structure": model.structure,
+        "iterated_structure": checked.structure,
+        "iterated_map": checked.map,
         "n_trajectories": int(n_traj),
         "n_steps": int(n_steps),
         "dt": dt,
         "trajectory_error": trajectory_error,
         "invariant_drift": drift,
         "reference_invariant_drift": ref_drift,
-        "structure_residual": residuals,
+        "structure_residual": dict(checked.residuals),
+        "structure_condition": checked.condition,
+        "structure_tolerance": checked.tolerance,
+        "structure_passed": checked.passed,
         "rollout_states_per_second": n_traj * N / model_seconds,
         "reference_states_per_second": reference_rate,
         "reference_method": method if dt is not None else None,
     }
-    return metrics, rollout, states, series
-
-
-def evaluate(
-    model,
-    system,
-    reference,
-    *,
-    dt: float | None = None,
-    horizons=None,
-    prediction_window: int | None = None,
-    seq_length: int | None = None,
-    n_structure_points: int = 8,
-    method: str = "implicit_midpoint",
-    key=None,
-) -> dict:
-    r"""Measure a trained model against reference trajectories of `system`.
-
-    **Arguments:**
-
-    - `model`: a trained geomlearn model.
-    - `system`: the system the reference comes from (a `geomlearn.systems` object); its
-      `invariants` are checked along the rollout.
-    - `reference`: a `TrajectoryData` (its `dt` is used), or an array of states
-      `(n_trajectories, n_steps + 1, d)` or `(n_steps + 1, d)`. The model is rolled out
-      from each trajectory's first state (a transformer from its first `T` states) for
-      `n_steps` steps.
-    - `dt`: the time step of an array `reference` (needed for a Hamiltonian network and
-      for timing the reference integrator; without it the reference speed is `None`).
-    - `horizons`: the steps `k` at which to report the trajectory error; default
-      `1, 10, 100, …` and `n_steps`.
-    - `prediction_window`, `seq_length`: for transformers, as in `fit` and `iterate`.
-    - `n_structure_points`: the number of reference states (windows) at which the
-      structure residuals are computed.
-    - `method`: the reference integrator whose speed is reported
-      (`geomlearn.integrators.METHODS`).
-    - `key`: a PRNG key choosing the structure sample points (default: a fixed key).
-
-    **Returns:** a JSON-serialisable dict:
-
-    - `"trajectory_error"`: `{str(k): error}` — the relative error over steps `0…k`
-      (see the module documentation);
-    - `"invariant_drift"`: `{name: drift}` for every invariant of `system` along the
-      model's rollouts, and `"reference_invariant_drift"` the same along the reference;
-    - `"structure_residual"`: `{"symplecticity": r, "volume": r}` (symplecticity only in
-      even dimensions), the maximum over the sample points, in the reference's dtype;
-    - `"rollout_states_per_second"` and `"reference_states_per_second"`;
-    - `"model"`, `"system"`, `"structure"`, `"n_trajectories"`, `"n_steps"`, `"dt"`,
-      `"reference_method"`.
-
-    ```python
-    train, test = gl.datasets.pendulum_sympnets()
-    metrics = gl.evaluate(model, gl.systems.Pendulum(), test)
-    metrics["invariant_drift"]["energy"]
-    ```
-    """
-    metrics, *_ = _evaluate(
-        model,
-        system,
-        reference,
-        dt=dt,
-        horizons=horizons,
-        prediction_window=prediction_window,
-        seq_length=seq_length,
-        n_structure_points=n_structure_points,
-        method=method,
-        key=key,
-    )
-    return metrics
+    return Evaluation(metrics, rollout, states, series, checked)

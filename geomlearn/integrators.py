@@ -61,7 +61,6 @@ Springer 2006 (chapters II, VI).
 from __future__ import annotations
 
 import math
-import numbers
 from functools import partial
 
 import equinox as eqx
@@ -71,12 +70,13 @@ import numpy as np
 from jax import lax
 
 from ._typing import Array, Float, Point
-from ._validation import check_int, float_dtype
+from ._validation import check_int, check_time_step, float_dtype
 from .systems import AbstractSeparableSystem, AbstractSystem
 
 __all__ = [
     "integrate",
     "step",
+    "implicit_step",
     "IntegrationError",
     "METHODS",
     "ORDERS",
@@ -326,23 +326,6 @@ def _check_system_method(system, method) -> None:
         )
 
 
-def _check_dt(dt) -> float:
-    if isinstance(dt, jax.core.Tracer):
-        raise TypeError("dt must be a concrete number (integrate validates it eagerly)")
-    is_number = isinstance(dt, numbers.Real) and not isinstance(dt, bool)
-    is_scalar_array = (
-        isinstance(dt, (np.ndarray, np.generic, jax.Array))
-        and np.ndim(dt) == 0
-        and np.dtype(dt.dtype).kind in "fiu"
-    )
-    if not (is_number or is_scalar_array):
-        raise TypeError(f"dt must be a real number, got {dt!r}")
-    value = float(dt)
-    if not math.isfinite(value) or value <= 0.0:
-        raise ValueError(f"dt must be a finite number > 0, got {value}")
-    return value
-
-
 def _as_states(system, z0, name="z0"):
     z0 = jnp.asarray(z0)
     if jnp.issubdtype(z0.dtype, jnp.integer) or z0.dtype == jnp.bool_:
@@ -459,7 +442,7 @@ def integrate(
     ```
     """
     _check_system_method(system, method)
-    dt = _check_dt(dt)
+    dt = check_time_step(dt)
     n_steps = check_int("n_steps", n_steps, minimum=0)
     substeps = check_int("substeps", substeps, minimum=1)
     z0 = _as_states(system, z0)
@@ -520,3 +503,48 @@ def step(system: AbstractSystem, z: Point, dt, *, method: str = "implicit_midpoi
             z_new, ~converged, f"step: the implicit solve of {method!r} did not converge"
         )
     return z_new
+
+
+class _Field:
+    """A vector field as the `system` argument of a stepper (only `vector_field` is read)."""
+
+    def __init__(self, vector_field):
+        self.vector_field = vector_field
+
+
+def implicit_step(vector_field, z: Point, dt, *, method: str = "implicit_midpoint") -> Point:
+    r"""One step of an implicit Gauss–Legendre method for any vector field, solved to round-off.
+
+    The stage equations of `method` (`"implicit_midpoint"`, `"gauss_legendre4"` or
+    `"gauss_legendre6"`) for $\dot z = f(z)$ are solved by the same checked fixed-point
+    iteration as `integrate` (stopping at the round-off floor, at most
+    `MAX_FIXED_POINT_ITERATIONS`); derivatives with respect to `z`, `dt` and anything
+    `vector_field` closes over (e.g. a network's parameters) follow from the implicit
+    function theorem, not from differentiating the iterations. A solve that has not
+    converged raises at run time (`eqx.error_if`): an unconverged step is never returned.
+
+    For a Hamiltonian field $f = \mathbb{J}\nabla H$ the step is a symplectic map.
+
+    **Arguments:**
+
+    - `vector_field`: a function `(d,) -> (d,)` (e.g. a Hamiltonian network's
+      `vector_field`).
+    - `z`: one state `(d,)`; `dt`: the step size (may be traced).
+    - `method`: one of the implicit methods above.
+
+    **Returns:** the next state, same shape and dtype as `z`.
+    """
+    if method not in IMPLICIT_METHODS:
+        raise ValueError(f"method must be one of {sorted(IMPLICIT_METHODS)}, got {method!r}")
+    z = jnp.asarray(z)
+    if z.ndim != 1:
+        raise ValueError(f"implicit_step expects one state of shape (d,), got shape {z.shape}")
+    if not jnp.issubdtype(z.dtype, jnp.floating):
+        raise TypeError(f"z must have a floating dtype, got {z.dtype}")
+    z_new, converged = _STEPPERS[method](_Field(vector_field), z, jnp.asarray(dt, dtype=z.dtype))
+    return eqx.error_if(
+        z_new,
+        ~converged,
+        f"implicit_step: the {method} solve did not converge within "
+        f"{MAX_FIXED_POINT_ITERATIONS} fixed-point iterations; reduce dt",
+    )

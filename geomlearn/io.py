@@ -41,14 +41,20 @@ be made loadable with `geomlearn.io.register`.
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import glob
 import hashlib
 import inspect
 import io as _io
 import json
+import math
 import os
 import pathlib
+import secrets
 import struct
 import tempfile
+import time
 from typing import Any
 
 import equinox as eqx
@@ -58,7 +64,7 @@ import numpy as np
 
 from ._activations import activation_name, resolve_activation
 
-__all__ = ["save", "load"]
+__all__ = ["save", "load", "save_checkpoint", "load_checkpoint", "PersistenceError", "register"]
 
 MAGIC = b"GEOMLRN\x00"
 FORMAT_VERSION = 1
@@ -155,6 +161,12 @@ def _decode_value(value: Any) -> Any:
     return value
 
 
+def encode_config(model) -> dict:
+    """`{"class", "config", "dtype", "has_dtype_argument"}`: what a model file's header
+    records of `model` (its constructor arguments, encoded for JSON)."""
+    return _encode_config(model)
+
+
 def _encode_config(model) -> dict:
     from .models._base import AbstractModel
 
@@ -216,7 +228,11 @@ def _deserialise(data: bytes, like, what: str):
             arr = np.load(f, allow_pickle=False)
         except Exception as e:
             raise PersistenceError(f"{what}: cannot read an array record ({e})") from None
-        if arr.shape != tuple(leaf.shape) or arr.dtype != np.dtype(leaf.dtype):
+        want = np.dtype(leaf.dtype)
+        if arr.dtype.kind == "V" and arr.dtype.itemsize == want.itemsize and want.kind == "V":
+            # extension dtypes (bfloat16, float8 …) are stored by NumPy as raw bytes
+            arr = arr.view(want)
+        if arr.shape != tuple(leaf.shape) or arr.dtype != want:
             raise PersistenceError(
                 f"{what}: stored array of shape {arr.shape} and dtype {arr.dtype} does not "
                 f"fit the rebuilt model, which expects shape {tuple(leaf.shape)} and dtype "
@@ -253,14 +269,107 @@ def _write_container(path, header: dict, sections: dict[str, bytes]) -> pathlib.
         [_PREFIX.pack(MAGIC, FORMAT_VERSION, len(header_bytes)), header_bytes, *sections.values()]
     )
     digest = hashlib.sha256(body).digest()
+    return write_atomic(path, body + digest)
+
+
+def _jsonable(obj):
+    """Strict JSON: non-finite floats (a diverged rollout) become `null`."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+def write_json(path, obj) -> pathlib.Path:
+    """Write `obj` as strict JSON (non-finite floats as `null`), atomically (`write_atomic`)."""
+    text = json.dumps(_jsonable(obj), indent=2, allow_nan=False) + "\n"
+    return write_atomic(path, text.encode())
+
+
+def read_json(path, *, lists=()) -> dict:
+    """The JSON object in `path`, whose fields `lists` are lists of numbers (or null) of
+    one length (a history); `ValueError` naming the file for anything else (unreadable,
+    not JSON, not an object, a field missing or of another form)."""
+    try:
+        obj = json.loads(pathlib.Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read {path}: {e}") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"cannot read {path}: expected a JSON object, got a {type(obj).__name__}")
+    for name in lists:
+        value = obj.get(name)
+        if not (isinstance(value, list) and len(value) == len(obj[lists[0]]) and all(
+                v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in value)):
+            raise ValueError(f"cannot read {path}: expected {name!r} to be a list of numbers "
+                             f"as long as {lists[0]!r}, got {value!r:.60}")
+    return obj
+
+
+RUN_FILES = ("run.json", "model.geomlearn", "history.json", "metrics.json", "report.png")
+
+
+def run_folder(out=None, *, prefix: str, root="runs", force: bool = False,
+               files=RUN_FILES) -> pathlib.Path:
+    """A folder for the files of one run, created before anything is written into it.
+
+    With `out=None`: `root/<prefix>-<time>-<4 hex digits>`, created exclusively — a new
+    name is drawn until one does not exist, so parallel runs never share a folder. With a
+    path `out`: created if missing; an existing file raises `NotADirectoryError`, a
+    non-empty folder `FileExistsError` unless `force`, a folder in the place of one of
+    `files` (what the run will write) `IsADirectoryError`. Without `force` the folder is
+    claimed by creating `files[0]` exclusively (an empty placeholder the run overwrites),
+    so of two runs started with one `out`, one fails instead of both writing into it.
+    """
+    if out is not None:
+        out = pathlib.Path(out)
+        if out.exists() and not out.is_dir():
+            raise NotADirectoryError(f"--out {out} exists and is not a folder")
+        if out.is_dir() and any(out.iterdir()) and not force:
+            raise FileExistsError(f"--out {out} is not empty; pass --force to write into it")
+        out.mkdir(parents=True, exist_ok=True)
+        for name in files:  # a folder in a file's place would fail only after training
+            if (out / name).is_dir():
+                raise IsADirectoryError(f"--out {out}: {name} is a folder; expected a file or nothing")
+        if not force:  # claim the folder: of two runs given one --out, one gets it
+            try:
+                os.close(os.open(out / files[0], os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            except FileExistsError:
+                raise FileExistsError(f"--out {out} is in use by another run") from None
+        return out
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    pathlib.Path(root).mkdir(parents=True, exist_ok=True)
+    while True:
+        out = pathlib.Path(root) / f"{prefix}-{stamp}-{secrets.token_hex(2)}"
+        try:
+            out.mkdir()
+            return out
+        except FileExistsError:
+            continue
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path, content: bytes) -> pathlib.Path:
+    """Write `content` to `path` atomically: a uniquely named temporary file in the same
+    folder, flushed to disk, then renamed over `path` (readers see the old or the new
+    file, never a part; concurrent writers never share a temporary file). The file mode
+    follows the umask, like any other file."""
+    path = pathlib.Path(path)
     folder = path.parent if str(path.parent) else pathlib.Path(".")
     if not folder.is_dir():
         raise FileNotFoundError(f"cannot save to {str(path)!r}: folder {str(folder)!r} does not exist")
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
-            f.write(body)
-            f.write(digest)
+            f.write(content)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -367,3 +476,168 @@ def _package_version() -> str:
     from . import __version__
 
     return __version__
+
+
+# -------------------------------------------------------------------- checkpoints
+
+
+def check_writable(path) -> pathlib.Path:
+    """`path` as a `Path`, after checking that a file can be written there: its folder
+    exists and is writable, and `path` is not a folder. Raises `ValueError` naming the
+    problem (so a training run fails before its first epoch, not after its last)."""
+    path = pathlib.Path(path)
+    folder = path.parent if str(path.parent) else pathlib.Path(".")
+    if path.is_dir():
+        raise ValueError(f"checkpoint {str(path)!r} is a folder; expected a file path")
+    if not folder.is_dir():
+        raise ValueError(
+            f"cannot write the checkpoint {str(path)!r}: folder {str(folder)!r} does not exist"
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write the checkpoint {str(path)!r}: folder {str(folder)!r} is not writable")
+    return path
+
+
+class CheckpointInUseError(RuntimeError):
+    """Another training run (this process or another) holds the lock of a checkpoint."""
+
+
+@contextlib.contextmanager
+def checkpoint_lock(path):
+    """Hold an exclusive lock on the checkpoint `path` for the duration of the block.
+
+    The lock is `fcntl.flock` on `<path>.lock` (created, and removed on exit); the
+    operating system releases it when its holder dies, so a killed run never blocks the
+    next one. While it is held, temporary files `.<name>.*.tmp` that a killed writer of
+    `path` left behind (older than the lock) are removed. `path=None` locks nothing.
+
+    **Raises:** `CheckpointInUseError` when another `fit` holds the lock: two runs
+    writing one checkpoint would silently overwrite each other's progress.
+    """
+    if path is None:
+        yield None
+        return
+    import fcntl  # POSIX only, like the rest of the checkpoint machinery
+
+    path = pathlib.Path(path)
+    lock = path.with_name(path.name + ".lock")
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise CheckpointInUseError(
+                f"the checkpoint {str(path)!r} is being written by another training run "
+                f"(it holds {str(lock)!r}); wait for it to finish or choose another checkpoint"
+            ) from None
+        try:  # the file we locked may have been removed by the previous holder: retry
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        since = time.time()  # any temporary file of `path` from before is stale
+        for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+            with contextlib.suppress(OSError):
+                if stale.stat().st_mtime <= since:
+                    stale.unlink()
+        yield path
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock)
+        os.close(fd)
+
+
+def checkpoint_header(model) -> dict:
+    """The part of a checkpoint header that identifies the model (class, config, dtype)."""
+    return _encode_config(model)
+
+
+def fingerprint(*arrays) -> str:
+    """A short SHA-256 fingerprint of arrays (shapes, dtypes and bytes): a resume checks
+    that it trains on the same data."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.asarray(a)
+        h.update(f"{a.shape}{a.dtype.str}".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _is_typed_key(key) -> bool:
+    return jax.dtypes.issubdtype(jnp.asarray(key).dtype, jax.dtypes.prng_key)
+
+
+def raw_key(key):
+    """The raw `uint32` data of a PRNG key (typed or raw), for a checkpoint."""
+    if key is None:
+        raise TypeError("key must be a JAX PRNG key (jax.random.key or PRNGKey), got None")
+    return jax.random.key_data(key) if _is_typed_key(key) else jnp.asarray(key)
+
+
+def restore_key(raw, like):
+    """A key of the same kind as `like` (typed or raw) from its raw data."""
+    if _is_typed_key(like):
+        return jax.random.wrap_key_data(raw, impl=jax.random.key_impl(like))
+    return raw
+
+
+def save_checkpoint(path, model, state, *, epoch: int, history: dict, meta: dict) -> pathlib.Path:
+    """Write a training checkpoint atomically: the model, an arbitrary pytree `state`
+    (optimiser state, key …), the number of completed epochs, the history and `meta`
+    (what a resume must agree with: sample count, batch size, task, loss, data
+    fingerprint, trainer). `load` reads its model; `load_checkpoint` reads it all."""
+    header = {
+        "kind": "checkpoint",
+        "format": "geomlearn",
+        **_encode_config(model),
+        **meta,
+        "epoch": int(epoch),
+        "history": history,
+        "geomlearn_version": _package_version(),
+    }
+    return _write_container(path, header, {"model": _serialise(model), "state": _serialise(state)})
+
+
+#: The fields of `meta` that a resume must reproduce exactly.
+RESUME_FIELDS = ("n_samples", "batch_size", "task", "loss", "data_fingerprint", "trainer")
+
+
+def load_checkpoint(path, model, state_like, *, expect: dict):
+    """Read a checkpoint written by `save_checkpoint` for `model`.
+
+    **Arguments:** `path`; `model` (its class, configuration and dtype must match the
+    checkpoint's); `state_like` (a pytree of the saved state's structure); `expect`
+    (the `meta` of the run that resumes: every field of `RESUME_FIELDS` it holds must
+    equal the checkpoint's).
+
+    **Returns:** `(model, state, header)`; `header["history"]` and `header["epoch"]`.
+
+    **Raises:** `ValueError` naming the field that differs, `PersistenceError` for a
+    damaged file.
+    """
+    path = pathlib.Path(path)
+    header, sections = _read_container(path)
+    if header.get("kind") != "checkpoint":
+        raise ValueError(f"{path} is not a training checkpoint (it holds a {header.get('kind')})")
+    encoded = _encode_config(model)
+    for field in ("class", "config", "dtype"):
+        if header.get(field) != encoded.get(field):
+            raise ValueError(
+                f"the checkpoint {path} was written for a different model: its "
+                f"{field} is {header.get(field)!r}, the model's is {encoded.get(field)!r}"
+            )
+    for field in RESUME_FIELDS:
+        if field in expect and field in header and header[field] != expect[field]:
+            raise ValueError(
+                f"cannot resume from {path}: it was trained with {field}="
+                f"{header[field]!r}, this call has {field}={expect[field]!r}"
+            )
+    model = _deserialise(sections["model"], model, f"{path} (model)")
+    state = _deserialise(sections["state"], state_like, f"{path} (optimiser state)")
+    header = dict(header)
+    header["history"] = {k: list(v) for k, v in header["history"].items()}
+    header["epoch"] = int(header["epoch"])
+    return model, state, header

@@ -64,8 +64,24 @@ __all__ = [
     "Kepler",
     "ThreeBody",
     "RigidBody",
+    "ParametricPendulum",
+    "ForcedRigidBody",
+    "TodaLattice",
+    "LinearWave",
+    "bump",
     "SYSTEMS",
+    "resolve_system",
 ]
+
+
+def resolve_system(name: str) -> str:
+    """The `SYSTEMS` key of a system name or class name (case-insensitive, `-` or `_`);
+    `ValueError` listing the valid names otherwise."""
+    key = name.strip().lower().replace("-", "_")
+    for sys_name, cls in SYSTEMS.items():
+        if key in (sys_name, cls.__name__.lower()):
+            return sys_name
+    raise ValueError(f"unknown system {name!r}; valid systems: {', '.join(SYSTEMS)}")
 
 
 def _real(name: str, value, *, minimum: float | None = None, strict: bool = True) -> float:
@@ -665,6 +681,355 @@ class RigidBody(AbstractSystem):
         return _initial_conditions([[s, 0.0, c], [0.0, s, c]], dtype)
 
 
+# --------------------------------------------------------------- large lattices (PDEs)
+
+
+def bump(xi, mu: float = 0.3):
+    r"""The cubic-spline bump $u_0(\xi) = h(s(\xi, \mu))$ of the model-reduction examples.
+
+    $$h(s) = \begin{cases} 1 - \tfrac32 s^2 + \tfrac34 s^3 & 0 \le s \le 1\\
+    \tfrac14 (2 - s)^3 & 1 < s \le 2\\ 0 & \text{else,}\end{cases}
+    \qquad s(\xi, \mu) = 20\mu\,\lvert \xi + \mu/2 \rvert ,$$
+
+    a $C^2$ bump of half-width $1/(10\mu)$ centred at $\xi = -\mu/2$ (Buchfink, Glas &
+    Haasdonk, *Symplectic model reduction of Hamiltonian systems on nonlinear
+    manifolds*, 2023; also the initial condition of GeometricProblems.jl's Toda lattice
+    and linear wave). Evaluated in NumPy float64 (a constant of the data, not traced).
+
+    **Returns:** `(u0, du0)`, the bump and its derivative $\partial_\xi u_0$ at `xi`.
+    """
+    xi = np.asarray(xi, dtype=np.float64)
+    s = 20.0 * mu * np.abs(xi + mu / 2.0)
+    ds = 20.0 * mu * np.sign(xi + mu / 2.0)
+    inner = s <= 1.0
+    outer = (s > 1.0) & (s <= 2.0)
+    h = np.where(inner, 1.0 - 1.5 * s**2 + 0.75 * s**3, np.where(outer, 0.25 * (2.0 - s) ** 3, 0.0))
+    dh = np.where(inner, -3.0 * s + 2.25 * s**2, np.where(outer, -0.75 * (2.0 - s) ** 2, 0.0))
+    return h, dh * ds
+
+
+class TodaLattice(AbstractSeparableSystem):
+    r"""The periodic Toda lattice of `n_particles` particles (Toda, 1967).
+
+    State `z = (q_1..q_N, p_1..p_N)`, `dim = 2N`, and
+
+    $$H(q, p) = \sum_{n=1}^{N} \frac{p_n^2}{2} + \alpha \sum_{n=1}^{N} e^{q_n - q_{n+1}},
+    \qquad q_{N+1} = q_1 .$$
+
+    A completely integrable lattice: besides the energy it conserves the total
+    momentum $\sum_n p_n$ (`invariants`: `"energy"`, `"momentum"`). Small bumps travel as
+    waves (solitons) around the ring — the standard large Hamiltonian test problem of
+    nonlinear model reduction.
+
+    **Arguments:**
+
+    - `n_particles`: `N ≥ 2` (default `200`, `dim = 400`).
+    - `alpha`: the interaction strength `> 0` (default `0.64`).
+    - `mu`: the width parameter of the bump initial condition (default `0.3`).
+
+    **Default initial conditions:** one state, the reference package's bump: $q_n =
+    u_0(\xi_n)$ with [`bump`][geomlearn.systems.bump] on the grid $\xi_n$ of $N$ points
+    from $-1/2$ to $1/2$, and $p = 0$ (GeometricMachineLearning.jl's symplectic
+    autoencoder example; the parameters are those of GeometricProblems.jl).
+
+    ```python
+    >>> toda = TodaLattice()
+    >>> toda.dim, toda.default_initial_conditions().shape
+    (400, (1, 400))
+    ```
+    """
+
+    n_particles: int = eqx.field(static=True)
+    alpha: float = eqx.field(static=True)
+    mu: float = eqx.field(static=True)
+
+    def __init__(self, n_particles: int = 200, alpha: float = 0.64, mu: float = 0.3):
+        if isinstance(n_particles, bool) or not isinstance(n_particles, numbers.Integral):
+            raise TypeError(f"n_particles must be an integer, got {n_particles!r}")
+        if n_particles < 2:
+            raise ValueError(f"n_particles must be >= 2, got {n_particles}")
+        self.n_particles = int(n_particles)
+        self.alpha = _positive("alpha", alpha)
+        self.mu = _positive("mu", mu)
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        return 2 * self.n_particles
+
+    @property
+    def labels(self) -> tuple[str, ...]:  # type: ignore[override]
+        N = self.n_particles
+        return tuple(f"q{i + 1}" for i in range(N)) + tuple(f"p{i + 1}" for i in range(N))
+
+    def kinetic(self, p):
+        p = self._check_point(p, size=self.n_particles, what="momentum p")
+        return 0.5 * jnp.sum(p * p)
+
+    def potential(self, q):
+        q = self._check_point(q, size=self.n_particles, what="position q")
+        return self.alpha * jnp.sum(jnp.exp(q - jnp.roll(q, -1)))
+
+    def momentum(self, z: Point) -> Scalar:
+        r"""The total momentum $\sum_n p_n$ (conserved: $H$ is invariant under $q \mapsto
+        q + c$)."""
+        z = self._check_point(z)
+        return jnp.sum(z[self.n_particles :])
+
+    @property
+    def invariants(self):
+        return {"energy": self.hamiltonian, "momentum": self.momentum}
+
+    def default_initial_conditions(self, dtype=None):
+        xi = np.linspace(-0.5, 0.5, self.n_particles)
+        q, _ = bump(xi, self.mu)
+        return _initial_conditions([np.concatenate([q, np.zeros_like(q)])], dtype)
+
+
+class LinearWave(AbstractSeparableSystem):
+    r"""The linear wave equation $u_{tt} = c^2 u_{\xi\xi}$ on the periodic interval
+    $[-1/2, 1/2)$, semi-discretised by finite differences on `n_points` nodes.
+
+    With $\Delta\xi = 1/N$, $q_i = u(\xi_i)$ and $p_i = u_t(\xi_i)$, the discretisation
+    is the canonical Hamiltonian system (`dim = 2N`)
+
+    $$H(q, p) = \sum_{i=1}^{N} \frac{p_i^2}{2} + \frac{c^2}{2\Delta\xi^2}
+    \sum_{i=1}^{N} (q_{i+1} - q_i)^2, \qquad q_{N+1} = q_1,$$
+
+    i.e. $\dot q = p$, $\dot p = c^2 D_2 q$ with the periodic second-difference matrix
+    $D_2$ (the discrete energy is $\Delta\xi\,H$). Conserves the energy and the total
+    momentum $\sum_i p_i$ (`invariants`: `"energy"`, `"momentum"`). Its flow is linear,
+    so a linear symplectic reduction (PSD) is the natural reference.
+
+    **Arguments:** `n_points` `N ≥ 3` (default `200`, `dim = 400`), wave speed `c > 0`
+    (default `0.025`: the packet crosses the domain in $1/c = 40$ time units), bump width
+    parameter `mu` (default `0.3`).
+
+    **Stiffness.** The fastest mode has frequency $2cN$. The implicit methods of
+    `geomlearn.integrators` solve their stages by fixed-point iteration, which converges
+    for $\Delta t\, c N \lesssim 1$ (the defaults allow `dt = 0.1`); a faster wave or a
+    finer grid needs a smaller step or `substeps`.
+
+    **Default initial conditions:** one state, the right-travelling bump
+    $u(\xi, t) = u_0(\xi - ct)$: $q_i = u_0(\xi_i)$, $p_i = -c\,u_0'(\xi_i)$ with
+    [`bump`][geomlearn.systems.bump] on $\xi_i = -1/2 + i\Delta\xi$.
+    """
+
+    n_points: int = eqx.field(static=True)
+    c: float = eqx.field(static=True)
+    mu: float = eqx.field(static=True)
+
+    def __init__(self, n_points: int = 200, c: float = 0.025, mu: float = 0.3):
+        if isinstance(n_points, bool) or not isinstance(n_points, numbers.Integral):
+            raise TypeError(f"n_points must be an integer, got {n_points!r}")
+        if n_points < 3:
+            raise ValueError(f"n_points must be >= 3, got {n_points}")
+        self.n_points = int(n_points)
+        self.c = _positive("c", c)
+        self.mu = _positive("mu", mu)
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        return 2 * self.n_points
+
+    @property
+    def labels(self) -> tuple[str, ...]:  # type: ignore[override]
+        N = self.n_points
+        return tuple(f"q{i + 1}" for i in range(N)) + tuple(f"p{i + 1}" for i in range(N))
+
+    def kinetic(self, p):
+        p = self._check_point(p, size=self.n_points, what="momentum p")
+        return 0.5 * jnp.sum(p * p)
+
+    def potential(self, q):
+        q = self._check_point(q, size=self.n_points, what="position q")
+        k = 0.5 * (self.c * self.n_points) ** 2
+        dq = jnp.roll(q, -1) - q
+        return k * jnp.sum(dq * dq)
+
+    def momentum(self, z: Point) -> Scalar:
+        r"""The total momentum $\sum_i p_i$."""
+        z = self._check_point(z)
+        return jnp.sum(z[self.n_points :])
+
+    @property
+    def invariants(self):
+        return {"energy": self.hamiltonian, "momentum": self.momentum}
+
+    def default_initial_conditions(self, dtype=None):
+        xi = -0.5 + np.arange(self.n_points) / self.n_points
+        q, dq = bump(xi, self.mu)
+        return _initial_conditions([np.concatenate([q, -self.c * dq])], dtype)
+
+
+class ParametricPendulum(AbstractSeparableSystem):
+    r"""A pendulum with a periodically driven pivot (a nonlinear Mathieu oscillator),
+    written as an autonomous system in **extended phase space**.
+
+    The physical system is non-autonomous,
+    $$H(q, p, t) = \frac{p^2}{2} + \omega_0^2\,\big(1 + \varepsilon\cos\Omega t\big)
+      \big(1 - \cos q\big)$$
+    (for small $q$, the Mathieu equation $\ddot q + \omega_0^2(1 + \varepsilon\cos\Omega
+    t)\,q = 0$). Time becomes a coordinate $\tau$ with a conjugate momentum $E$ (minus the
+    energy given to the drive), so the state is $z = (q, \tau, p, E)$, `dim = 4`, and
+    $$K(q, \tau, p, E) = \underbrace{\tfrac12 p^2 + E}_{T(p, E)} +
+      \underbrace{\omega_0^2\,(1 + \varepsilon\cos\Omega\tau)(1 - \cos q)}_{V(q, \tau)}$$
+    is separable and conserved: $\dot\tau = 1$ and $\dot E = -\partial_\tau V$. Started
+    at $\tau = 0$, the $(q, p)$ rows of a trajectory are those of the driven pendulum.
+
+    **Why it is in geomlearn.** Sampled with `dt` $= 2\pi/(\Omega T)$ and cut into windows
+    of $T$ rows that start at multiples of the period $2\pi/\Omega$ (see
+    `geomlearn.datasets.parametric_pendulum`), the map from row $i$ of a window to row
+    $i$ of the next is the period map started at the drive phase $2\pi i/T$: it depends
+    on $i$. A transformer integrator that does not know the order of its rows cannot
+    represent it — the benchmark problem of the positional encoding.
+
+    **Arguments:**
+
+    - `omega0`: the small-oscillation frequency $\omega_0 > 0$ (default `1.0`).
+    - `epsilon`: the relative drive amplitude $\varepsilon \ge 0$ (default `0.5`).
+    - `Omega`: the drive frequency $\Omega > 0$ (default `2.0`, the principal parametric
+      resonance $\Omega = 2\omega_0$, where the drive matters most).
+
+    **Default initial conditions:** $(q, \tau, p, E) = (1, 0, 0, 0)$ and $(0.5, 0, 0.5, 0)$.
+
+    ```python
+    >>> ParametricPendulum().vector_field(jnp.array([0.0, 0.0, 1.0, 0.0]))[:2]  # (q̇, τ̇)
+    Array([1., 1.], dtype=float32)
+    ```
+    """
+
+    omega0: float = eqx.field(static=True)
+    epsilon: float = eqx.field(static=True)
+    Omega: float = eqx.field(static=True)
+
+    dim: ClassVar[int] = 4
+    labels: ClassVar[tuple[str, ...]] = ("q", "tau", "p", "E")
+
+    def __init__(self, omega0: float = 1.0, epsilon: float = 0.5, Omega: float = 2.0):
+        self.omega0 = _positive("omega0", omega0)
+        self.epsilon = _real("epsilon", epsilon, minimum=0.0, strict=False)
+        self.Omega = _positive("Omega", Omega)
+
+    @property
+    def period(self) -> float:
+        r"""The period $2\pi/\Omega$ of the drive."""
+        return 2.0 * math.pi / self.Omega
+
+    def kinetic(self, p):
+        r"""$T(p, E) = p^2/2 + E$ for the momenta `(p, E)`."""
+        p = self._check_point(p, size=2, what="momentum p")
+        return 0.5 * p[0] * p[0] + p[1]
+
+    def potential(self, q):
+        r"""$V(q, \tau) = \omega_0^2 (1 + \varepsilon\cos\Omega\tau)(1 - \cos q)$ for the
+        positions `(q, τ)`."""
+        q = self._check_point(q, size=2, what="position q")
+        drive = 1.0 + self.epsilon * jnp.cos(self.Omega * q[1])
+        return self.omega0**2 * drive * (1.0 - jnp.cos(q[0]))
+
+    def default_initial_conditions(self, dtype=None):
+        return _initial_conditions([[1.0, 0.0, 0.0, 0.0], [0.5, 0.0, 0.5, 0.0]], dtype)
+
+
+class ForcedRigidBody(AbstractSystem):
+    r"""A rigid body whose moments of inertia pulsate periodically: a non-autonomous
+    divergence-free flow, written autonomously in extended phase space.
+
+    With inverse moments $r_k(t) = \frac{1}{I_k}\big(1 + \varepsilon\cos(\Omega t +
+    2\pi k/3)\big)$, $k = 0, 1, 2$, the body angular momentum obeys Euler's equations
+    $\dot z = z \times \nabla_z H(z, t)$, $H = \tfrac12\sum_k r_k(t) z_k^2$. Component
+    $k$ of the field does not depend on $z_k$, so the flow preserves volume and the
+    Casimir $|z|^2$ at every instant, but not the energy. The state is extended by the
+    time $\tau$ ($\dot\tau = 1$) and an energy account $E$ ($\dot E = -\partial_\tau H$):
+    $z = (z_1, z_2, z_3, \tau, E)$, `dim = 5`. The extended field is divergence-free and
+    conserves $K = H(z, \tau) + E$ (`"energy"`) and $|z|^2$ over the first three
+    components (`"casimir"`).
+
+    It is the volume-preserving analogue of `ParametricPendulum`: windows of $T$ rows
+    aligned with the period $2\pi/\Omega$ make the map between windows depend on the row
+    (`geomlearn.datasets.forced_rigid_body`).
+
+    **Arguments:**
+
+    - `inertia`: the mean principal moments (default $(2, 1, 2/3)$, as `RigidBody`).
+    - `epsilon`: the relative pulsation, $0 \le \varepsilon < 1$ (default `0.5`).
+    - `Omega`: the pulsation frequency $\Omega > 0$ (default `1.0`).
+
+    **Default initial conditions:** $(\sin 1.1, 0, \cos 1.1, 0, 0)$ and
+    $(0, \sin 1.1, \cos 1.1, 0, 0)$.
+
+    ```python
+    >>> ForcedRigidBody().vector_field(jnp.array([0.0, 0.0, 1.0, 0.0, 0.0]))[3]  # τ̇
+    Array(1., dtype=float32)
+    ```
+    """
+
+    inertia: tuple[float, float, float] = eqx.field(static=True)
+    epsilon: float = eqx.field(static=True)
+    Omega: float = eqx.field(static=True)
+
+    dim: ClassVar[int] = 5
+    canonical: ClassVar[bool] = False
+    separable: ClassVar[bool] = False
+    labels: ClassVar[tuple[str, ...]] = ("z1", "z2", "z3", "tau", "E")
+
+    def __init__(
+        self,
+        inertia: tuple[float, float, float] = (2.0, 1.0, 2.0 / 3.0),
+        epsilon: float = 0.5,
+        Omega: float = 1.0,
+    ):
+        self.inertia = RigidBody(inertia).inertia
+        self.epsilon = _real("epsilon", epsilon, minimum=0.0, strict=False)
+        if self.epsilon >= 1.0:
+            raise ValueError(f"epsilon must be < 1 (positive moments), got {self.epsilon}")
+        self.Omega = _positive("Omega", Omega)
+
+    @property
+    def period(self) -> float:
+        r"""The period $2\pi/\Omega$ of the pulsation."""
+        return 2.0 * math.pi / self.Omega
+
+    def _inverse_moments(self, tau):
+        dtype = jnp.result_type(tau)
+        phases = jnp.asarray(np.array([0.0, 2.0, 4.0]) * (math.pi / 3.0), dtype)
+        base = jnp.asarray(np.array([1.0 / i for i in self.inertia]), dtype)
+        return base * (1.0 + self.epsilon * jnp.cos(self.Omega * tau + phases))
+
+    def _energy(self, m, tau):
+        return 0.5 * jnp.sum(self._inverse_moments(tau) * m * m)
+
+    def vector_field(self, z):
+        z = self._check_point(z)
+        m, tau = z[:3], z[3]
+        r = self._inverse_moments(tau)
+        rates = jnp.stack([
+            (r[2] - r[1]) * m[1] * m[2],
+            (r[0] - r[2]) * m[0] * m[2],
+            (r[1] - r[0]) * m[0] * m[1],
+        ])
+        dE = -jax.grad(self._energy, argnums=1)(m, tau)
+        return jnp.concatenate([rates, jnp.ones((1,), z.dtype), dE[None]])
+
+    def hamiltonian(self, z):
+        r"""The conserved $K = \tfrac12\sum_k r_k(\tau) z_k^2 + E$."""
+        z = self._check_point(z)
+        return self._energy(z[:3], z[3]) + z[4]
+
+    def casimir(self, z: Point) -> Scalar:
+        r"""The Casimir $|z|^2 = z_1^2 + z_2^2 + z_3^2$ (of the first three components)."""
+        z = self._check_point(z)
+        return jnp.sum(z[:3] * z[:3])
+
+    @property
+    def invariants(self):
+        return {"energy": self.hamiltonian, "casimir": self.casimir}
+
+    def default_initial_conditions(self, dtype=None):
+        s, c = math.sin(1.1), math.cos(1.1)
+        return _initial_conditions([[s, 0.0, c, 0.0, 0.0], [0.0, s, c, 0.0, 0.0]], dtype)
+
+
 SYSTEMS: dict[str, type[AbstractSystem]] = {
     "harmonic_oscillator": HarmonicOscillator,
     "pendulum": Pendulum,
@@ -674,5 +1039,9 @@ SYSTEMS: dict[str, type[AbstractSystem]] = {
     "kepler": Kepler,
     "three_body": ThreeBody,
     "rigid_body": RigidBody,
+    "parametric_pendulum": ParametricPendulum,
+    "forced_rigid_body": ForcedRigidBody,
+    "toda_lattice": TodaLattice,
+    "linear_wave": LinearWave,
 }
 """The systems by their command-line name; each class is constructible with no arguments."""

@@ -3,7 +3,8 @@
 - x64 is on, so structure tests can run in float64; float32 tests ask for float32.
 - Strict dtype promotion and rank-promotion errors: an accidental float32/float64 mix or
   an implicit broadcast in library code fails the suite.
-- `key` hands out fresh PRNG keys; `tol` gives per-dtype tolerances.
+- `key` hands out fresh PRNG keys, `rng` NumPy random numbers; `tol` gives per-dtype
+  tolerances. `_helpers.py` has `normal`, `randomize` and `n_params`, once.
 """
 
 import itertools
@@ -36,6 +37,13 @@ def key():
         return jax.random.fold_in(base, next(counter))
 
     return make
+
+
+@pytest.fixture
+def rng(request):
+    """NumPy random numbers for test data and random parameters (jax.random would compile
+    a fresh kernel for every new shape). Seeded by the test module's `RNG_SEED`."""
+    return np.random.default_rng(getattr(request.module, "RNG_SEED", 20261129))
 
 
 @pytest.fixture

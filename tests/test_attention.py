@@ -19,32 +19,16 @@ from geomlearn import (
 )
 from geomlearn.geometry import symplecticity_residual
 
+from _helpers import n_params, randomize
+
+RNG_SEED = 20261130  # the `rng` fixture's seed (tests/conftest.py)
+
 SEQ_LENGTHS = (1, 2, 4, 7)
 HALF_DIMS = (1, 2)
 
 
-def n_params(module) -> int:
-    return sum(leaf.size for leaf in jax.tree_util.tree_leaves(module) if eqx.is_inexact_array(leaf))
-
-
-def randomize(module, rng, scale):
-    """Replace every parameter by `scale * N(0, 1)` drawn from the NumPy generator `rng`
-    (random parameters, not the initialisation; NumPy keeps the tests free of per-shape
-    compilations of JAX's random number generator)."""
-    params, static = eqx.partition(module, eqx.is_inexact_array)
-    params = jax.tree_util.tree_map(
-        lambda leaf: jnp.asarray(scale * rng.standard_normal(leaf.shape), leaf.dtype), params
-    )
-    return eqx.combine(params, static)
-
-
 def window(rng, T, d, dtype=jnp.float64):
     return jnp.asarray(rng.standard_normal((T, d)), dtype)
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng(20261130)
 
 
 def make_pair(family, dim, T, key, rng, dtype):

@@ -1,5 +1,6 @@
 """Tests for the `geomlearn` command: end to end on tiny configurations."""
 
+import dataclasses
 import importlib.metadata
 import json
 import os
@@ -51,7 +52,7 @@ def test_train_writes_every_file(pendulum_run, capsys):
     assert (run["system"], run["model"], run["epochs"]) == ("pendulum", "gsympnet", 5)
     model = gl.load(out / "model.geomlearn")
     assert isinstance(model, gl.GSympNet)
-    assert model.config()["n_layers"] == cli.MODELS["gsympnet"][1]["n_layers"]
+    assert model.config()["n_layers"] == gl.models.MODELS["gsympnet"].defaults["n_layers"]
 
 
 def test_evaluate_and_check_a_run(pendulum_run, capsys):
@@ -98,8 +99,9 @@ def test_check_fails_a_model_that_breaks_its_claim(tmp_path, capsys):
 
 def test_volume_preserving_transformer_on_the_rigid_body(tmp_path, capsys, monkeypatch):
     # the README's second example, with a smaller network to keep the test fast
-    monkeypatch.setitem(cli.MODELS, "vp-transformer",
-                        ("VolumePreservingTransformer", {"n_blocks": 1, "n_linear": 1, "L": 1}))
+    spec = gl.models.MODELS["vp-transformer"]
+    monkeypatch.setitem(gl.models.MODELS, "vp-transformer", dataclasses.replace(
+        spec, defaults={"n_blocks": 1, "n_linear": 1, "L": 1}))
     out = tmp_path / "vpt"
     rc = cli.main(["train", "--system", "rigid_body", "--model", "vp-transformer",
                    "--positional-encoding", "--n-trajectories", "5", "--epochs", "2",
@@ -112,7 +114,9 @@ def test_volume_preserving_transformer_on_the_rigid_body(tmp_path, capsys, monke
     model = gl.load(out / "model.geomlearn")
     assert model.positional_encoding is True
     run = strict_json(out / "run.json")
-    assert run["seq_length"] == 3 and run["prediction_window"] == cli.DEFAULT_PREDICTION_WINDOW
+    # structure-preserving transformers roll out with pw = T by default (the rollout keeps
+    # the structure of the model map)
+    assert run["seq_length"] == 3 and run["prediction_window"] == 3
     assert "casimir drift" in capsys.readouterr().out
 
 
@@ -132,7 +136,7 @@ def test_list_names_systems_models_and_structures(capsys):
     [
         (["train", "--model", "sympnet9"], "unknown model 'sympnet9'; valid models: gsympnet, "),
         (["train", "--system", "moon"], "unknown system 'moon'; valid systems: "),
-        (["train", "--system", "rigid_body"], "GSympNet is symplectic.*3-dimensional.*not canonical"),
+        (["train", "--system", "rigid_body"], "GSympNet needs a canonical phase space.*3-dimensional.*not canonical"),
         (["train", "--system", "rigid_body", "--model", "hnn"], "Hamiltonian"),
         (["train", "--seq-length", "3"], "--seq-length applies to transformer models only"),
         (["train", "--positional-encoding"], "--positional-encoding applies to transformer"),
@@ -152,8 +156,8 @@ def test_user_errors(argv, message, capsys, tmp_path):
 
 
 def test_class_names_are_accepted_and_usage_errors_return_2(capsys):
-    assert cli._resolve_model("GSympNet") == "gsympnet"
-    assert cli._resolve_model("VolumePreservingTransformer") == "vp-transformer"
+    assert cli._resolve_model("GSympNet").name == "gsympnet"
+    assert cli._resolve_model("VolumePreservingTransformer").name == "vp-transformer"
     assert cli._resolve_system("rigid-body") == "rigid_body"
     assert cli.main(["train", "--epochs", "many"]) == 2  # argparse's own message
     assert "invalid int value" in capsys.readouterr().err
@@ -184,3 +188,22 @@ def test_console_script_and_x64_in_a_fresh_process(pendulum_run):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PASS" in proc.stdout
     assert gl.load(pendulum_run / "model.geomlearn").config()["dtype"] == jnp.float64
+
+
+def test_version_help_examples_and_a_closed_pipe(capsys):
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"geomlearn {gl.__version__}"
+    for command in ("train", "evaluate", "check", "list"):
+        assert cli.main([command, "--help"]) == 0
+        text = capsys.readouterr().out
+        assert "example:" in text and f"geomlearn {command}" in text
+    assert cli.main(["--help"]) == 0
+    assert "exit status: 0 success, 1 a failed check or training, 2 a usage error" in capsys.readouterr().out
+    # `geomlearn list | head`: the reader has gone before the command writes; it ends quietly
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.Popen([sys.executable, "-m", "geomlearn.cli", "list"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader leaves at once
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 0
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

@@ -12,11 +12,7 @@ from _helpers import n_params, normal, randomize
 from geomlearn.geometry import symplecticity_residual, volume_residual
 from geomlearn.layers import HenonLayer
 
-
-@pytest.fixture
-def rng():
-    """NumPy random numbers for test data and random parameters (no per-shape compiles)."""
-    return np.random.default_rng(314)
+RNG_SEED = 314  # the `rng` fixture's seed (tests/conftest.py)
 
 
 # One hidden width throughout: each new parameter shape compiles the random initialiser.

@@ -30,6 +30,9 @@ CASES = {
     "GSympNet": lambda k: gl.GSympNet(2, n_layers=3, width=3, activation=jax.nn.sigmoid, key=k),
     "LASympNet": lambda k: gl.LASympNet(4, n_layers=2, n_linear=2, key=k),
     "HenonNet": lambda k: gl.HenonNet(2, n_layers=2, width=3, key=k),
+    "PSympNet": lambda k: gl.PSympNet(4, n_layers=3, max_degree=4, min_degree=1, symmetric=True, key=k),
+    "RSympNet": lambda k: gl.RSympNet(2, n_layers=2, width=3, activation="sigmoid", key=k),
+    "LagrangianNeuralNetwork": lambda k: gl.LagrangianNeuralNetwork(2, width=4, depth=2, key=k),
     "ResNet": lambda k: gl.ResNet(3, width=4, depth=2, activation="sin", key=k),
     "HamiltonianNeuralNetwork": lambda k: gl.HamiltonianNeuralNetwork(2, width=4, depth=2, key=k),
     "VolumePreservingFeedForward": lambda k: gl.VolumePreservingFeedForward(3, n_blocks=2, key=k),
@@ -39,6 +42,12 @@ CASES = {
     "Transformer": lambda k: gl.Transformer(4, n_heads=2, L=1, n_blocks=2, key=k),
     "LinearSymplecticTransformer": lambda k: gl.LinearSymplecticTransformer(4, 3, key=k),
     "SymplecticTransformer": lambda k: gl.SymplecticTransformer(4, L=1, key=k),
+    "SymplecticAutoencoder": lambda k: gl.SymplecticAutoencoder(
+        8, 2, width=3, n_encoder_blocks=1, n_decoder_blocks=2, activation="sigmoid", key=k
+    ),
+    "ReducedIntegrator": lambda k: gl.ReducedIntegrator(
+        8, 2, n_layers=2, width=3, autoencoder_width=3, n_encoder_blocks=1, key=k
+    ),
 }
 
 

@@ -18,6 +18,8 @@ def test_notebooks_exist():
         "rigid_body_vpt.ipynb",
         "coupled_oscillator_lst.ipynb",
         "verifying_geometry.ipynb",
+        "new_families.ipynb",
+        "model_reduction.ipynb",
     }
     assert expected <= names, f"missing notebooks: {sorted(expected - names)}"
 

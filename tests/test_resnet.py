@@ -13,11 +13,7 @@ from geomlearn.geometry import symplecticity_residual, volume_residual
 from geomlearn.layers import ResNetLayer
 from geomlearn.models import AbstractFeedForwardIntegrator, ResNet
 
-
-@pytest.fixture
-def rng():
-    """NumPy random numbers for test data and random parameters (no per-shape compiles)."""
-    return np.random.default_rng(2718)
+RNG_SEED = 2718  # the `rng` fixture's seed (tests/conftest.py)
 
 
 shapes_only = eqx.filter_eval_shape

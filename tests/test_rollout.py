@@ -135,15 +135,17 @@ def test_iterate_errors(key):
         gl.iterate(ff, jnp.ones(3), 5)
     with pytest.raises(ValueError, match="n_points must be >= 1"):
         gl.iterate(ff, jnp.ones(2), 0)
-    with pytest.raises(ValueError, match="transformer integrators only"):
+    with pytest.raises(ValueError, match="prediction_window does not apply to TinyShear"):
         gl.iterate(ff, jnp.ones(2), 5, prediction_window=1)
-    with pytest.raises(ValueError, match="dt applies to Hamiltonian"):
+    with pytest.raises(ValueError, match="dt does not apply to TinyShear"):
         gl.iterate(ff, jnp.ones(2), 5, dt=0.1)
     with pytest.raises(TypeError, match="floating"):
         gl.iterate(ff, jnp.ones(2, dtype=jnp.int32), 5)
     tr = TinyWindow(2, key=key())
     with pytest.raises(ValueError, match=r"window \(T, 2\)"):
         gl.iterate(tr, jnp.ones(2), 5)
+    with pytest.raises(ValueError, match="empty"):
+        gl.iterate(tr, jnp.ones((0, 2)), 5)
     with pytest.raises(ValueError, match="at most the window length T=3"):
         gl.iterate(tr, jnp.ones((3, 2)), 8, prediction_window=4)
     with pytest.raises(ValueError, match="at least 3"):

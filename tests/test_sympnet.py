@@ -19,34 +19,9 @@ from geomlearn.layers import (
 )
 from geomlearn.models import AbstractFeedForwardIntegrator, GSympNet, HenonNet, LASympNet
 
+from _helpers import n_params, normal, randomize
 
-@pytest.fixture
-def rng():
-    """NumPy random numbers for test data and random parameters. (jax.random would compile
-    a fresh kernel for every new shape, which dominates the run time of these tests.)"""
-    return np.random.default_rng(1729)
-
-
-def normal(rng, shape, dtype=jnp.float64, scale=1.0):
-    return jnp.asarray(scale * rng.standard_normal(shape), dtype=dtype)
-
-
-def randomize(module, rng, scale):
-    """Replace every floating parameter by N(0, scale²) noise: 'random parameters'."""
-    params, static = eqx.partition(module, eqx.is_inexact_array)
-    leaves, treedef = jax.tree_util.tree_flatten(params)
-    new = [normal(rng, x.shape, x.dtype, scale) for x in leaves]
-    return eqx.combine(jax.tree_util.tree_unflatten(treedef, new), static)
-
-
-def n_params(module):
-    """Number of parameters of a module, or of its `eqx.filter_eval_shape` skeleton (which
-    builds no arrays, so compiles nothing: enough for parameter counts and layouts)."""
-    return sum(
-        int(np.prod(x.shape))
-        for x in jax.tree_util.tree_leaves(module)
-        if eqx.is_inexact_array(x) or isinstance(x, jax.ShapeDtypeStruct)
-    )
+RNG_SEED = 1729  # the `rng` fixture's seed (tests/conftest.py)
 
 
 shapes_only = eqx.filter_eval_shape

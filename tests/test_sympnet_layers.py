@@ -17,6 +17,10 @@ from geomlearn.layers import (
     LinearLayerQ,
 )
 
+from _helpers import n_params, normal, randomize
+
+RNG_SEED = 1729  # the `rng` fixture's seed (tests/conftest.py)
+
 LAYER_CLASSES = [
     GradientLayerQ,
     GradientLayerP,
@@ -40,41 +44,10 @@ def make(cls, dim, *, key, dtype=None, width=WIDTH, activation=jnp.tanh):
     return cls(dim, key=key, dtype=dtype)
 
 
-@pytest.fixture
-def rng():
-    """NumPy random numbers for test data and random parameters. (jax.random would compile
-    a fresh kernel for every new shape, which dominates the run time of these tests.)"""
-    return np.random.default_rng(1729)
-
-
-def normal(rng, shape, dtype=jnp.float64, scale=1.0):
-    return jnp.asarray(scale * rng.standard_normal(shape), dtype=dtype)
-
-
-def randomize(module, rng, scale=1.0):
-    """Replace every floating parameter by N(0, scale²) noise: 'random parameters'."""
-    params, static = eqx.partition(module, eqx.is_inexact_array)
-    leaves, treedef = jax.tree_util.tree_flatten(params)
-    new = [normal(rng, x.shape, x.dtype, scale) for x in leaves]
-    return eqx.combine(jax.tree_util.tree_unflatten(treedef, new), static)
-
-
-def n_params(module):
-    return sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(module, eqx.is_inexact_array)))
-
-
 def shapes_only(cls, *args, **kwargs):
     """The module with its arrays replaced by ShapeDtypeStructs: builds no arrays (and so
     compiles nothing) — enough for parameter counts and layouts."""
     return eqx.filter_eval_shape(cls, *args, **kwargs)
-
-
-def n_params_of_shapes(module):
-    return sum(
-        int(np.prod(x.shape))
-        for x in jax.tree_util.tree_leaves(module)
-        if isinstance(x, jax.ShapeDtypeStruct)
-    )
 
 
 def split(z):
@@ -95,7 +68,7 @@ def test_public_names():
 def test_gradient_layer_parameter_count(key, n, width):
     for cls in (GradientLayerQ, GradientLayerP):
         layer = shapes_only(cls, 2 * n, width, key=key())
-        assert n_params_of_shapes(layer) == width * (n + 2)
+        assert n_params(layer) == width * (n + 2)
         assert layer.K.shape == (width, n) and layer.a.shape == (width,)
         assert (layer.dim, layer.width, layer.activation) == (2 * n, width, jnp.tanh)
 
@@ -103,9 +76,9 @@ def test_gradient_layer_parameter_count(key, n, width):
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
 def test_activation_and_linear_parameter_count(key, n):
     for cls in (ActivationLayerQ, ActivationLayerP):
-        assert n_params_of_shapes(shapes_only(cls, 2 * n, key=key())) == n
+        assert n_params(shapes_only(cls, 2 * n, key=key())) == n
     for cls in (LinearLayerQ, LinearLayerP):
-        assert n_params_of_shapes(shapes_only(cls, 2 * n, key=key())) == n * (n + 1) // 2
+        assert n_params(shapes_only(cls, 2 * n, key=key())) == n * (n + 1) // 2
     # the eval_shape count agrees with a real layer's
     assert n_params(LinearLayerQ(6, key=key())) == 6
 

@@ -87,6 +87,39 @@ def rhs_rigid_body(z, inertia=(2.0, 1.0, 2.0 / 3.0)):
     return np.cross(z, z / np.array(inertia))
 
 
+def rhs_toda(z, alpha=0.64):
+    # H = Σ p²/2 + α Σ exp(q_n − q_{n+1}), periodic
+    n = z.size // 2
+    q, p = z[:n], z[n:]
+    pdot = alpha * (np.exp(np.roll(q, 1) - q) - np.exp(q - np.roll(q, -1)))
+    return np.concatenate([p, pdot])
+
+
+def rhs_wave(z, c=0.025):
+    # the periodic second-difference Laplacian on N points of [−1/2, 1/2): h = 1/N
+    n = z.size // 2
+    q, p = z[:n], z[n:]
+    return np.concatenate([p, c**2 * n**2 * (np.roll(q, 1) - 2 * q + np.roll(q, -1))])
+
+
+def rhs_parametric_pendulum(z, omega0=1.0, epsilon=0.5, Omega=2.0):
+    # z = (q, τ, p, E), H = p²/2 + E + ω0²(1 + ε cos Ωτ)(1 − cos q)
+    q, tau, p, _ = z
+    drive = 1.0 + epsilon * np.cos(Omega * tau)
+    return np.array([p, 1.0, -omega0**2 * drive * np.sin(q),
+                     omega0**2 * epsilon * Omega * np.sin(Omega * tau) * (1.0 - np.cos(q))])
+
+
+def rhs_forced_rigid_body(z, inertia=(2.0, 1.0, 2.0 / 3.0), epsilon=0.5, Omega=1.0):
+    # z = (m, τ, E): Euler's equations with pulsating inverse moments r_k(τ); Ė = −∂_τ T
+    m, tau = z[:3], z[3]
+    phases = np.array([0.0, 2.0, 4.0]) * np.pi / 3.0
+    r = (1.0 / np.array(inertia)) * (1.0 + epsilon * np.cos(Omega * tau + phases))
+    dr = (1.0 / np.array(inertia)) * (-epsilon * Omega * np.sin(Omega * tau + phases))
+    rates = [(r[2] - r[1]) * m[1] * m[2], (r[0] - r[2]) * m[0] * m[2], (r[1] - r[0]) * m[0] * m[1]]
+    return np.array([*rates, 1.0, -0.5 * np.sum(dr * m * m)])
+
+
 HAND_WRITTEN = {
     "harmonic_oscillator": (HarmonicOscillator(m=1.3, k=0.7), rhs_harmonic),
     "pendulum": (Pendulum(m=1.3, l=0.8, g=2.1), rhs_pendulum),
@@ -96,6 +129,10 @@ HAND_WRITTEN = {
     "kepler": (Kepler(), rhs_kepler),
     "three_body": (ThreeBody(), rhs_three_body),
     "rigid_body": (RigidBody(), rhs_rigid_body),
+    "toda_lattice": (geomlearn.systems.TodaLattice(n_particles=6), rhs_toda),
+    "linear_wave": (geomlearn.systems.LinearWave(n_points=7), rhs_wave),
+    "parametric_pendulum": (geomlearn.systems.ParametricPendulum(), rhs_parametric_pendulum),
+    "forced_rigid_body": (geomlearn.systems.ForcedRigidBody(), rhs_forced_rigid_body),
 }
 
 
@@ -117,6 +154,10 @@ def test_registry_names_and_defaults():
         "kepler",
         "three_body",
         "rigid_body",
+        "toda_lattice",
+        "linear_wave",
+        "parametric_pendulum",
+        "forced_rigid_body",
     }
     for name, cls in SYSTEMS.items():
         system = cls()

@@ -327,9 +327,9 @@ def test_non_finite_loss_names_the_epoch_and_keeps_the_last_good_checkpoint(key,
     assert header["epoch"] == 3
     restored = gl.load(path)
     assert all(bool(jnp.all(jnp.isfinite(a))) for a in jax.tree_util.tree_leaves(restored))
-    # NaN in the data: the first epoch already fails
+    # NaN in the data: refused before training, naming the sample
     bad = x.at[3, 0].set(jnp.nan)
-    with pytest.raises(FloatingPointError, match="loss became nan at epoch 1"):
+    with pytest.raises(ValueError, match="data has a non-finite input .* in sample 3"):
         gl.fit(TinyShear(2, key=key()), (bad, y), epochs=3, key=key(), progress=False)
 
 
@@ -367,7 +367,7 @@ def test_fit_argument_errors(key):
         gl.fit(model, (x, y), epochs=0, key=key(), progress=False)
     with pytest.raises(ValueError, match=r"\(M, 2\)"):
         gl.fit(model, (x[:, None], y[:, None]), epochs=1, key=key(), progress=False)
-    with pytest.raises(ValueError, match="transformer integrators only"):
+    with pytest.raises(ValueError, match="prediction_window does not apply to TinyShear"):
         gl.fit(model, (x, y), epochs=1, prediction_window=2, key=key(), progress=False)
     with pytest.raises(TypeError, match="TrajectoryData or a tuple"):
         gl.fit(model, x, epochs=1, key=key(), progress=False)
@@ -405,3 +405,105 @@ def test_progress_bar_only_on_a_terminal(key, capsys):
     bar.update(1, 0.5, None)
     bar.close()
     assert silent.text == ""
+
+
+# ------------------------------------------------------------------ second order through fit
+
+
+class LinearMap(gl.AbstractFeedForwardIntegrator):
+    """z ↦ A z: linear in its parameters, so one Gauss–Newton step is exact."""
+
+    structure = "none"
+    dim: int = eqx.field(static=True)
+    A: jax.Array
+
+    def __init__(self, dim, *, key, dtype=None):
+        self.dim = dim
+        self.A = jax.random.normal(key, (dim, dim), dtype or jnp.float64)
+
+    def __call__(self, z, h=None):
+        return self.A.astype(z.dtype) @ z
+
+
+def test_gauss_newton_solves_a_linear_model_in_one_step(key):
+    x = jax.random.normal(key(), (30, 3))
+    R = jax.random.normal(key(), (3, 3))
+    y = x @ R.T + 0.01 * jax.random.normal(key(), (30, 3))  # noisy: a least-squares problem
+    model = LinearMap(3, key=key())
+    trained, history = gl.fit(model, (x, y), epochs=1, optimizer=gl.GaussNewton(), key=key(),
+                              progress=False)
+    # the least-squares solution, independently: min ‖X Aᵀ − Y‖ column by column
+    expected = np.linalg.lstsq(np.asarray(x), np.asarray(y), rcond=None)[0].T
+    np.testing.assert_allclose(trained.A, expected, rtol=1e-9, atol=1e-11)
+    residual = np.linalg.norm(np.asarray(x) @ expected.T - np.asarray(y)) / np.linalg.norm(np.asarray(y))
+    np.testing.assert_allclose(history["loss"][0], residual, rtol=1e-9)
+
+
+def test_levenberg_marquardt_through_fit_beats_adam(key):
+    train, _ = gl.datasets.pendulum_sympnets()
+    model = gl.GSympNet(2, n_layers=4, width=16, key=key())  # the command line's default
+    k = key()
+    _, lm = gl.fit(model, train, epochs=40, optimizer=gl.LevenbergMarquardt(), key=k, progress=False)
+    _, adam = gl.fit(model, train, epochs=40, key=k, progress=False)
+    assert np.all(np.diff(lm["loss"]) <= 1e-15)  # a step is taken only if it lowers the loss
+    assert lm["loss"][-1] < 0.1 * adam["loss"][-1]
+    assert lm["learning_rate"] == [None] * 40
+
+
+def test_levenberg_marquardt_resume_equals_uninterrupted(key, tmp_path):
+    x, y = rotation_pairs(key(), n=40)
+    model = TinyShear(2, key=key())
+    solver = gl.LevenbergMarquardt(subset=16)  # a random subset per iteration: the key matters
+    common = dict(epochs=6, optimizer=solver, key=key(), progress=False)
+    full, full_hist = gl.fit(model, (x, y), **common)
+
+    def interrupt(epoch, model, history):
+        if epoch == 2:
+            raise KeyboardInterrupt
+
+    with pytest.warns(gl.TrainingInterrupted):
+        gl.fit(model, (x, y), checkpoint=tmp_path / "lm.ckpt", callback=interrupt, **common)
+    resumed, hist = gl.fit(model, (x, y), checkpoint=tmp_path / "lm.ckpt", resume=True, **common)
+    assert params_equal(resumed, full)
+    assert hist["loss"] == full_hist["loss"]
+    with pytest.raises(ValueError, match="trainer"):  # resuming with Adam is refused
+        gl.fit(model, (x, y), epochs=8, key=common["key"], checkpoint=tmp_path / "lm.ckpt",
+               resume=True, progress=False)
+
+
+def test_levenberg_marquardt_refuses_a_large_model_and_custom_losses(key):
+    x, y = rotation_pairs(key(), n=16)
+    with pytest.raises(ValueError, match=r"more than max_params = 10.*Adam"):
+        gl.fit(TinyShear(2, key=key()), (x, y), epochs=1, key=key(), progress=False,
+               optimizer=gl.LevenbergMarquardt(max_params=10))
+    with pytest.raises(ValueError, match="sum of squares"):
+        gl.fit(TinyShear(2, key=key()), (x, y), epochs=1, key=key(), progress=False,
+               optimizer=gl.LevenbergMarquardt(), loss=lambda p, t: jnp.mean(jnp.abs(p - t)))
+
+
+def test_time_budget_stops_training(key):
+    x, y = rotation_pairs(key(), n=16)
+    _, history = gl.fit(TinyShear(2, key=key()), (x, y), epochs=10**6, key=key(),
+                        progress=False, time_budget=1.0)
+    assert 0 < len(history["epoch"]) < 10**6
+    assert history["time"][-1] < 30  # stopped soon after the budget (compile included)
+
+
+def test_several_epochs_per_compiled_call(key, monkeypatch):
+    """Without a callback, fit groups epochs into one compiled call (fewer dispatches)."""
+    x, y = rotation_pairs(key(), n=16)
+    calls = []
+    original = training._train_group
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs["group"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(training, "_train_group", counting)
+    _, history = gl.fit(TinyShear(2, key=key()), (x, y), epochs=400, key=key(), progress=False)
+    assert history["epoch"] == list(range(1, 401))
+    assert len(calls) < 100 and set(calls) == {training.GROUP_MAX}
+    calls.clear()
+    gl.fit(TinyShear(2, key=key()), (x, y), epochs=5, key=key(), progress=False,
+           callback=lambda *a: False)
+    assert calls == [1] * 5  # a callback sees every epoch

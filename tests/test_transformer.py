@@ -35,10 +35,10 @@ def rng():
 
 
 def with_pe(model, key):
-    """The same model (same parameters) with `positional_encoding=True`."""
+    """The same model (same parameters) with the encoding in front (`"input"`)."""
     config = model.config()
     config.pop("dtype")
-    config["positional_encoding"] = True
+    config["positional_encoding"] = "input"
     twin = type(model)(**config, key=key, dtype=model.config()["dtype"])
     return eqx.tree_at(lambda m: m.layers, twin, model.layers)
 

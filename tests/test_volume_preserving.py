@@ -71,8 +71,8 @@ def randomize(module, key, scale=0.5):
 
 
 def with_encoding(model):
-    """The same transformer (same parameters) with `positional_encoding=True`."""
-    config = {**model.config(), "positional_encoding": True}
+    """The same transformer (same parameters) with the encoding in front (`"input"`)."""
+    config = {**model.config(), "positional_encoding": "input"}
     skeleton_params, static = eqx.partition(
         type(model)(**config, key=jax.random.PRNGKey(0)), eqx.is_inexact_array
     )
@@ -656,7 +656,7 @@ def test_transformer_parameter_counts_of_the_paper(key):
     assert n_params(skew) == 162
     assert n_params(arbitrary) == 180
     # Positional encoding has no parameters.
-    with_pe = VolumePreservingTransformer(3, n_blocks=2, L=3, positional_encoding=True, key=key())
+    with_pe = VolumePreservingTransformer(3, n_blocks=2, L=3, positional_encoding="input", key=key())
     assert n_params(with_pe) == 162
     for d, n_blocks, n_linear, L in [(2, 1, 1, 1), (4, 2, 2, 2)]:
         model = VolumePreservingTransformer(
@@ -831,3 +831,98 @@ def test_public_names():
         assert getattr(geomlearn, name) is getattr(geomlearn.layers, name)
     for name in ("VolumePreservingFeedForward", "VolumePreservingTransformer"):
         assert getattr(geomlearn, name) is getattr(geomlearn.models, name)
+
+
+# --------------------------------------------------------------------------------------
+# Inference forms (issue 16): the same map, parameter work done once
+
+
+def _random_params(model, key, scale=0.7):
+    """Every inexact leaf replaced by N(0, scale^2) values (no special structure)."""
+    leaves, treedef = jax.tree_util.tree_flatten(model)
+    keys = iter(jax.random.split(key, len(leaves)))
+    new = [
+        scale * jax.random.normal(next(keys), leaf.shape, leaf.dtype) if eqx.is_inexact_array(leaf) else leaf
+        for leaf in leaves
+    ]
+    return jax.tree_util.tree_unflatten(treedef, new)
+
+
+@pytest.mark.parametrize("dim, n_blocks, n_linear, init_upper", [(3, 2, 1, False), (4, 3, 2, True), (1, 1, 1, False), (6, 1, 3, False)])
+def test_feedforward_inference_form_equals_model_and_keeps_volume(dim, n_blocks, n_linear, init_upper, key):
+    model = VolumePreservingFeedForward(
+        dim, n_blocks=n_blocks, n_linear=n_linear, init_upper=init_upper, key=key(), dtype=jnp.float64
+    )
+    model = _random_params(model, key(), scale=1 / math.sqrt(dim))
+    form = model.inference_form()
+    assert type(form) is not type(model)
+    for _ in range(3):
+        z = jax.random.normal(key(), (dim,), jnp.float64)
+        np.testing.assert_allclose(form(z), model(z), rtol=1e-13, atol=1e-13)
+        assert float(volume_residual(form, z)) <= 1e-12
+        np.testing.assert_array_equal(form.step(z, None), form(z))
+    Z = jax.random.normal(key(), (5, dim), jnp.float64)  # a window: every row mapped
+    np.testing.assert_allclose(form(Z), model(Z), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(eqx.filter_jit(form)(Z), form(Z), rtol=1e-13, atol=1e-13)
+
+
+def test_inference_form_checks_can_fail(key):
+    """Negative controls: the equality check tells a different network apart, and the
+    volume check rejects a fused form whose composed affine map lost its unit diagonal."""
+    model = _random_params(VolumePreservingFeedForward(3, n_blocks=2, key=key(), dtype=jnp.float64), key())
+    other = _random_params(model, key())
+    z = jax.random.normal(key(), (3,), jnp.float64)
+    assert not np.allclose(other.inference_form()(z), model(z), rtol=1e-13, atol=1e-13)
+    form = model.inference_form()
+    Mt, c = form.final
+    broken = eqx.tree_at(lambda f: f.final, form, (Mt.at[0, 0].multiply(1.01), c))
+    assert float(volume_residual(broken, z)) > 1e-3
+    assert float(volume_residual(form, z)) <= 1e-12
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 5])
+@pytest.mark.parametrize("positional_encoding", [False, "input", "conjugate", "bias"])
+def test_transformer_inference_form_equals_model_and_keeps_volume(T, positional_encoding, key):
+    model = VolumePreservingTransformer(
+        3, n_blocks=2, L=3, positional_encoding=positional_encoding, key=key(), dtype=jnp.float64
+    )
+    # Scale 0.25 as in the structure tests above: the "bias" placement adds position gains
+    # to 18 layers, and larger random weights make the Jacobian ill-conditioned enough
+    # that rounding alone moves its determinant past 1e-12.
+    model = _random_params(model, key(), scale=0.25)
+    form = model.inference_form()
+    Z = jax.random.normal(key(), (T, 3), jnp.float64)
+    np.testing.assert_allclose(form(Z), model(Z), rtol=1e-12, atol=1e-12)
+    assert float(volume_residual(form, Z)) <= 1e-12
+
+
+def test_transformer_inference_form_float32_and_arbitrary_weighting(key):
+    model = VolumePreservingTransformer(3, n_blocks=2, L=2, key=key(), dtype=jnp.float32)
+    Z = jax.random.normal(key(), (3, 3), jnp.float32)
+    form = model.inference_form()
+    out = form(Z)
+    assert out.dtype == jnp.float32
+    np.testing.assert_allclose(out, model(Z), rtol=2e-5, atol=2e-5)
+    arbitrary = VolumePreservingTransformer(3, L=2, weighting="arbitrary", key=key(), dtype=jnp.float64)
+    Z64 = Z.astype(jnp.float64)
+    np.testing.assert_allclose(arbitrary.inference_form()(Z64), arbitrary(Z64), rtol=1e-13, atol=1e-13)
+
+
+def test_iterate_rollout_equals_model_iteration(key):
+    """`iterate` (which rolls out the inference form) gives the model's own iterates."""
+    model = VolumePreservingTransformer(3, n_blocks=2, L=3, key=key(), dtype=jnp.float64)
+    Z = 0.3 * jax.random.normal(key(), (3, 3), jnp.float64)
+    # few steps: a random network amplifies round-off differences quickly
+    traj = geomlearn.iterate(model, Z, 3 + 3 * 5)
+    window, expected = Z, [Z]
+    for _ in range(5):
+        window = model(window)
+        expected.append(window)
+    np.testing.assert_allclose(traj, jnp.concatenate(expected), rtol=1e-11, atol=1e-11)
+    ff = VolumePreservingFeedForward(3, n_blocks=3, key=key(), dtype=jnp.float64)
+    z = jnp.array([0.1, 0.2, 0.97])
+    traj = geomlearn.iterate(ff, z, 10)
+    zs = [z]
+    for _ in range(9):
+        zs.append(ff(zs[-1]))
+    np.testing.assert_allclose(traj, jnp.stack(zs), rtol=1e-11, atol=1e-11)

@@ -12,14 +12,9 @@ import jax.numpy as jnp
 from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_even, check_int, float_dtype
-from .sympnet import (
-    _OUTPUT_INIT_SCALE,
-    AbstractSymplecticLayer,
-    _check_point,
-    _glorot_normal,
-    _scale,
-    _step_size,
-)
+from .sympnet import AbstractSymplecticLayer
+from .._nn import OUTPUT_INIT_SCALE, check_point, glorot_normal, scale_by_step
+from .._validation import step_size
 
 __all__ = ["HenonLayer"]
 
@@ -108,8 +103,8 @@ class HenonLayer(AbstractSymplecticLayer):
         dtype = float_dtype(dtype)
         n = self.dim // 2
         k_key, a_key = jax.random.split(key)
-        self.K = _glorot_normal(k_key, (self.width, n), dtype)
-        self.a = (_OUTPUT_INIT_SCALE / math.sqrt(self.width)) * jax.random.normal(
+        self.K = glorot_normal(k_key, (self.width, n), dtype)
+        self.a = (OUTPUT_INIT_SCALE / math.sqrt(self.width)) * jax.random.normal(
             a_key, (self.width,), dtype
         )
         self.b = jnp.zeros((self.width,), dtype)
@@ -123,20 +118,20 @@ class HenonLayer(AbstractSymplecticLayer):
         return jnp.dot(self.a.astype(dtype), sigma(pre))
 
     def _parts(self, z, h):
-        _check_point(type(self).__name__, z, self.dim)
+        check_point(type(self).__name__, z, self.dim)
         n = self.dim // 2
-        h = _step_size(h, z.dtype)
+        h = step_size(h, z.dtype)
         return z[:n], z[n:], h, self.eta.astype(z.dtype), jax.grad(self.potential)
 
     def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
         x, y, h, shift, grad_v = self._parts(z, h)
         for _ in range(4):
-            x, y = y + shift, _scale(grad_v(y), h) - x
+            x, y = y + shift, scale_by_step(grad_v(y), h) - x
         return jnp.concatenate([x, y])
 
     def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
         x, y, h, shift, grad_v = self._parts(z, h)
         for _ in range(4):
             y_prev = x - shift
-            x, y = _scale(grad_v(y_prev), h) - y, y_prev
+            x, y = scale_by_step(grad_v(y_prev), h) - y, y_prev
         return jnp.concatenate([x, y])

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_floating, check_int, check_last_dim, float_dtype
-from .sympnet import _glorot_normal
+from .._nn import glorot_normal
 
 __all__ = ["ResNetLayer"]
 
@@ -72,7 +72,7 @@ class ResNetLayer(eqx.Module):
             raise TypeError(f"use_bias must be a bool, got {use_bias!r}")
         self.use_bias = use_bias
         dtype = float_dtype(dtype)
-        self.weight = _glorot_normal(key, (self.dim, self.dim), dtype)
+        self.weight = glorot_normal(key, (self.dim, self.dim), dtype)
         self.bias = jnp.zeros((self.dim,), dtype) if use_bias else None
 
     def __call__(self, x: Float[Array, "*T dim"]) -> Float[Array, "*T dim"]:

@@ -43,8 +43,8 @@ import numpy as np
 
 from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
-from .._validation import check_even, check_floating, check_int, check_last_dim, float_dtype
-from .._validation import step_size as _step_size
+from .._nn import OUTPUT_INIT_SCALE, check_point, glorot_normal, scale_by_step
+from .._validation import check_even, check_int, float_dtype, step_size
 
 # `AbstractSymplecticLayer` (the family's base) is importable from this module but not
 # re-exported: the public API lists the concrete layers.
@@ -57,31 +57,11 @@ __all__ = [
     "LinearLayerP",
 ]
 
-# Scale of the "output" parameters at initialisation (the vector `a` of gradient and
-# activation layers, the symmetric matrix of linear layers): a freshly built layer is a
-# small perturbation of the identity, as a one-step map z_t -> z_{t+1} should be.
-_OUTPUT_INIT_SCALE = 0.1
 
 
 # ---------------------------------------------------------------------------------------
 # Small helpers shared by the symplectic layers and models (also imported by henon.py,
 # resnet.py and the models).
-
-
-def _check_point(name: str, z, dim: int) -> None:
-    """A single phase-space point of shape `(dim,)` with a floating dtype."""
-    check_floating(f"{name} input", z)
-    check_last_dim(name, z, dim, ndim=(1,))
-
-
-def _scale(increment: jax.Array, h: jax.Array | None) -> jax.Array:
-    return increment if h is None else h * increment
-
-
-def _glorot_normal(key, shape: tuple[int, int], dtype) -> jax.Array:
-    """Glorot (Xavier) normal: std = sqrt(2 / (fan_in + fan_out))."""
-    std = math.sqrt(2.0 / (shape[0] + shape[1]))
-    return std * jax.random.normal(key, shape, dtype)
 
 
 def _symmetric_index(n: int) -> np.ndarray:
@@ -130,14 +110,14 @@ class _AbstractShear(AbstractSymplecticLayer):
         raise NotImplementedError
 
     def _apply(self, z, h, sign: int):
-        _check_point(type(self).__name__, z, self.dim)
+        check_point(type(self).__name__, z, self.dim)
         n = self.dim // 2
-        h = _step_size(h, z.dtype)
+        h = step_size(h, z.dtype)
         q, p = z[:n], z[n:]
         if self._changes_q:
-            dq = _scale(self._increment(p), h)
+            dq = scale_by_step(self._increment(p), h)
             return jnp.concatenate([q + dq if sign > 0 else q - dq, p])
-        dp = _scale(self._increment(q), h)
+        dp = scale_by_step(self._increment(q), h)
         return jnp.concatenate([q, p + dp if sign > 0 else p - dp])
 
     def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
@@ -177,8 +157,8 @@ class _AbstractGradientLayer(_AbstractShear):
         dtype = float_dtype(dtype)
         n = self.dim // 2
         k_key, a_key = jax.random.split(key)
-        self.K = _glorot_normal(k_key, (self.width, n), dtype)
-        self.a = (_OUTPUT_INIT_SCALE / math.sqrt(self.width)) * jax.random.normal(
+        self.K = glorot_normal(k_key, (self.width, n), dtype)
+        self.a = (OUTPUT_INIT_SCALE / math.sqrt(self.width)) * jax.random.normal(
             a_key, (self.width,), dtype
         )
         self.b = jnp.zeros((self.width,), dtype)
@@ -277,7 +257,7 @@ class _AbstractActivationLayer(_AbstractShear):
         self.dim = check_even("dim", dim)
         resolve_activation(activation)
         self.activation = activation
-        self.a = _OUTPUT_INIT_SCALE * jax.random.normal(key, (self.dim // 2,), float_dtype(dtype))
+        self.a = OUTPUT_INIT_SCALE * jax.random.normal(key, (self.dim // 2,), float_dtype(dtype))
 
     def _increment(self, x):
         sigma = resolve_activation(self.activation)
@@ -343,7 +323,7 @@ class _AbstractLinearLayer(_AbstractShear):
     def __init__(self, dim: int, *, key: PRNGKeyArray, dtype=None):
         self.dim = check_even("dim", dim)
         n = self.dim // 2
-        std = _OUTPUT_INIT_SCALE / math.sqrt(n)
+        std = OUTPUT_INIT_SCALE / math.sqrt(n)
         self.S = std * jax.random.normal(key, (n * (n + 1) // 2,), float_dtype(dtype))
 
     def symmetric_matrix(self, dtype=None) -> Float[Array, "n n"]:

@@ -3,7 +3,7 @@ r"""Hamiltonian neural networks (Greydanus, Dzamba and Yosinski, 2019)."""
 from __future__ import annotations
 
 import math
-from typing import Callable, ClassVar
+from typing import Callable
 
 import equinox as eqx
 import jax
@@ -13,7 +13,7 @@ from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_even, check_int, float_dtype
 from ..geometry import symplectic_matrix
-from ..layers.sympnet import _check_point
+from .._nn import check_point
 from ._base import AbstractHamiltonianModel
 
 __all__ = ["HamiltonianNeuralNetwork"]
@@ -35,11 +35,11 @@ class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
     $H_\theta$ exactly, and its exact flow is symplectic; training fits $X_\theta$ to
     observed time derivatives.
 
-    **`structure` is `"none"`**: the model itself is a scalar function, not a map of
-    phase space, so there is no map whose symplecticity could be tested. Its structure is
-    that of its vector field (divergence-free, $H_\theta$-conserving), which is what the
-    tests check. A step map built from it inherits symplecticity only if the integrator
-    used is symplectic.
+    **`structure` is `"symplectic"`**: the map that is iterated (by `geomlearn.iterate`,
+    checked by `evaluate` and `geomlearn check`) is one implicit-midpoint step of the
+    learned field, solved to round-off — a symplectic map for every $\theta$ (see
+    [`AbstractHamiltonianModel`][geomlearn.models.AbstractHamiltonianModel]). The field
+    itself is divergence-free and conserves $H_\theta$ exactly.
 
     **Parameters** (`dim = 2n = d`, `width = w`, `depth = k ≥ 1`):
     $d w + w + (k - 1)(w^2 + w) + w + 1$.
@@ -65,8 +65,6 @@ class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
     hnn.hamiltonian(z), hnn.vector_field(z)
     ```
     """
-
-    structure: ClassVar[str] = "none"
 
     weights: tuple[Float[Array, "out in"], ...]
     biases: tuple[Float[Array, " out"], ...]
@@ -101,7 +99,7 @@ class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
 
     def hamiltonian(self, z: Float[Array, " dim"]) -> Float[Array, ""]:
         r"""The learned energy $H_\theta(z)$ at one point `z` of shape `(dim,)`."""
-        _check_point(type(self).__name__, z, self.dim)
+        check_point(type(self).__name__, z, self.dim)
         dtype = z.dtype
         sigma = resolve_activation(self.activation)
         x = z
@@ -113,6 +111,6 @@ class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
     def vector_field(self, z: Float[Array, " dim"]) -> Float[Array, " dim"]:
         r"""Hamilton's vector field $\mathbb{J}\,\nabla H_\theta(z)$, i.e.
         $(\dot q, \dot p) = (\partial H/\partial p, -\partial H/\partial q)$."""
-        _check_point(type(self).__name__, z, self.dim)
+        check_point(type(self).__name__, z, self.dim)
         J = symplectic_matrix(self.dim // 2, dtype=z.dtype)
         return J @ jax.grad(self.hamiltonian)(z)

@@ -11,15 +11,16 @@ import jax.numpy as jnp
 from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_int, float_dtype
-from ..layers.sympnet import _check_point, _glorot_normal, _scale, _step_size
+from .._nn import check_point, glorot_normal, scale_by_step
+from .._validation import step_size
 from ._base import AbstractFeedForwardIntegrator
-from .sympnet import _scan_stack, _stack_modules
+from ._stack import scan_stack, stack_modules
 
 __all__ = ["ResNet"]
 
 # The second matrix of each block starts at this fraction of Glorot scale, so a fresh
 # network is a moderate perturbation of the identity (and still visibly not symplectic).
-_OUTPUT_INIT_SCALE = 0.1
+OUTPUT_INIT_SCALE = 0.1
 
 
 class _ResidualBlock(eqx.Module):
@@ -32,16 +33,16 @@ class _ResidualBlock(eqx.Module):
 
     def __init__(self, dim: int, width: int, activation, *, key, dtype):
         k1, k2 = jax.random.split(key)
-        self.W1 = _glorot_normal(k1, (width, dim), dtype)
+        self.W1 = glorot_normal(k1, (width, dim), dtype)
         self.b = jnp.zeros((width,), dtype)
-        self.W2 = _OUTPUT_INIT_SCALE * _glorot_normal(k2, (dim, width), dtype)
+        self.W2 = OUTPUT_INIT_SCALE * glorot_normal(k2, (dim, width), dtype)
         self.activation = activation
 
     def __call__(self, x, h):
         dtype = x.dtype
         sigma = resolve_activation(self.activation)
         hidden = sigma(self.W1.astype(dtype) @ x + self.b.astype(dtype))
-        return x + _scale(self.W2.astype(dtype) @ hidden, h)
+        return x + scale_by_step(self.W2.astype(dtype) @ hidden, h)
 
 
 class ResNet(AbstractFeedForwardIntegrator):
@@ -109,12 +110,12 @@ class ResNet(AbstractFeedForwardIntegrator):
         self.activation = activation
         dtype = float_dtype(dtype)
         keys = jax.random.split(key, self.depth)
-        self.blocks = _stack_modules(
+        self.blocks = stack_modules(
             [_ResidualBlock(self.dim, self.width, activation, key=k, dtype=dtype) for k in keys]
         )
 
     def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
-        _check_point(type(self).__name__, z, self.dim)
-        h = _step_size(h, z.dtype)
-        return _scan_stack(self.blocks, z, h, False)
+        check_point(type(self).__name__, z, self.dim)
+        h = step_size(h, z.dtype)
+        return scan_stack(self.blocks, z, h, False)
 

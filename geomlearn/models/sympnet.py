@@ -14,6 +14,16 @@ a shear scaled by $h$, to first order in $h$ such a model is the time-$h$ flow o
 *separable* Hamiltonian $T(p) + U(q)$ (for a `HenonNet` too: see `HenonLayer`); the
 coupling of $q$ and $p$ only enters at order $h^2$. So with small, varying steps these
 models represent separable systems best.
+
+**Symmetric compositions.** With `symmetric=True` (every model here and the ridge
+SympNets of `geomlearn.models.ridge_sympnet`) the model map is
+$S_h = R \circ \Phi_{h/2}^{-1} \circ R \circ \Phi_{h/2}$, with the network
+$\Phi$ taken at half the step and the time reversal $R(q, p) = (q, -p)$. $S_h$ is
+symplectic ($R$ is anti-symplectic and appears twice) and **reversible** for every
+parameter value, $R \circ S_h \circ R \circ S_h = \mathrm{id}$, like the Störmer–Verlet
+method (the construction of Tapley, 2024, after the symmetric compositions of Hairer,
+Lubich and Wanner, *Geometric Numerical Integration*, §V.1). It evaluates the layers
+twice.
 """
 
 from __future__ import annotations
@@ -29,59 +39,13 @@ from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_even, check_int, float_dtype
 from .._validation import check_bool as _check_bool
 from ..layers.henon import HenonLayer
-from ..layers.sympnet import (
-    ActivationLayerP,
-    ActivationLayerQ,
-    GradientLayerP,
-    GradientLayerQ,
-    LinearLayerP,
-    LinearLayerQ,
-    _check_point,
-    _scale,
-    _step_size,
-)
+from ..layers.sympnet import ActivationLayerP, ActivationLayerQ, GradientLayerP, GradientLayerQ, LinearLayerP, LinearLayerQ
+from .._nn import check_point, scale_by_step
+from .._validation import step_size
 from ._base import AbstractFeedForwardIntegrator
+from ._stack import index_stack, scan_stack, stack_modules, symmetric_map
 
 __all__ = ["GSympNet", "LASympNet", "HenonNet"]
-
-
-@eqx.filter_jit
-def _scan_stack(stacked: eqx.Module, z: jax.Array, h: jax.Array | None, inverse: bool):
-    """Apply a stack of identical layers (arrays with a leading layer axis) to `z` as one
-    `lax.scan`: `z = layer(z, h)` in order, or `z = layer.inverse(z, h)` in reverse order.
-
-    Wrapped in `filter_jit` so that eager calls reuse one compiled loop (a bare `lax.scan`
-    called eagerly would be traced and compiled again on every call); under an outer
-    `jit`/`vmap`/`grad` it is simply inlined.
-    """
-    params, static = eqx.partition(stacked, eqx.is_array)
-
-    def body(carry, layer_params):
-        layer = eqx.combine(layer_params, static)
-        return (layer.inverse(carry, h) if inverse else layer(carry, h)), None
-
-    out, _ = jax.lax.scan(body, z, params, reverse=inverse)
-    return out
-
-
-def _stack_modules(modules: list[eqx.Module]) -> eqx.Module:
-    """Stack identical modules into one whose arrays have a leading axis `len(modules)`.
-
-    (Built one by one and stacked, rather than with `filter_vmap` over the constructor: the
-    random initialisers then compile once per shape, not once per batched shape.)
-    """
-    params = [eqx.filter(m, eqx.is_array) for m in modules]
-    static = eqx.filter(modules[0], eqx.is_array, inverse=True)
-    stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *params)
-    return eqx.combine(stacked, static)
-
-
-def _index_stack(stacked: eqx.Module, i: int, n: int) -> eqx.Module:
-    i = check_int("i", i)
-    if not -n <= i < n:
-        raise IndexError(f"layer index {i} out of range for {n} layers")
-    params, static = eqx.partition(stacked, eqx.is_array)
-    return eqx.combine(jax.tree_util.tree_map(lambda x: x[i], params), static)
 
 
 class GSympNet(AbstractFeedForwardIntegrator):
@@ -106,6 +70,8 @@ class GSympNet(AbstractFeedForwardIntegrator):
       `dim`. The resolved value is stored.
     - `activation`: a callable or a name (default `jnp.tanh`).
     - `init_upper`: start with a Q-layer (`True`, default) or a P-layer.
+    - `symmetric`: build the reversible composition $R\,\Phi_{h/2}^{-1} R\,\Phi_{h/2}$
+      (see "Symmetric compositions" in the module documentation; default `False`).
     - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype.
 
     **Call:** `model(z, h=None)` on one point `(dim,)`; `model.inverse(z, h=None)` is the
@@ -125,6 +91,7 @@ class GSympNet(AbstractFeedForwardIntegrator):
     width: int = eqx.field(static=True)
     activation: Callable | str = eqx.field(static=True)
     init_upper: bool = eqx.field(static=True)
+    symmetric: bool = eqx.field(static=True)
 
     def __init__(
         self,
@@ -134,6 +101,7 @@ class GSympNet(AbstractFeedForwardIntegrator):
         width: int | None = None,
         activation: Callable | str = jnp.tanh,
         init_upper: bool = True,
+        symmetric: bool = False,
         key: PRNGKeyArray,
         dtype=None,
     ):
@@ -143,6 +111,7 @@ class GSympNet(AbstractFeedForwardIntegrator):
         resolve_activation(activation)
         self.activation = activation
         self.init_upper = _check_bool("init_upper", init_upper)
+        self.symmetric = _check_bool("symmetric", symmetric)
         keys = jax.random.split(key, self.n_layers)
         self.layers = tuple(
             (GradientLayerQ if (i % 2 == 0) == init_upper else GradientLayerP)(
@@ -152,14 +121,24 @@ class GSympNet(AbstractFeedForwardIntegrator):
         )
 
     def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
-        _check_point(type(self).__name__, z, self.dim)
+        check_point(type(self).__name__, z, self.dim)
+        if self.symmetric:
+            return symmetric_map(self._forward, self._backward, z, h, False)
+        return self._forward(z, h)
+
+    def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
+        """The exact inverse map: the layers' inverses in reverse order."""
+        check_point(type(self).__name__, z, self.dim)
+        if self.symmetric:
+            return symmetric_map(self._forward, self._backward, z, h, True)
+        return self._backward(z, h)
+
+    def _forward(self, z, h):
         for layer in self.layers:  # heterogeneous (Q, P, Q, ...): unrolled at trace time
             z = layer(z, h)
         return z
 
-    def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
-        """The exact inverse map: the layers' inverses in reverse order."""
-        _check_point(type(self).__name__, z, self.dim)
+    def _backward(self, z, h):
         for layer in reversed(self.layers):
             z = layer.inverse(z, h)
         return z
@@ -201,6 +180,7 @@ class LASympNet(AbstractFeedForwardIntegrator):
     - `activation`: a callable or a name (default `jnp.tanh`).
     - `init_upper`: whether the first linear shear of each module and the first activation
       layer are Q-layers (default `True`).
+    - `symmetric`: build the reversible composition (module documentation; default `False`).
     - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype. Biases start
       at zero.
 
@@ -223,6 +203,7 @@ class LASympNet(AbstractFeedForwardIntegrator):
     n_linear: int = eqx.field(static=True)
     activation: Callable | str = eqx.field(static=True)
     init_upper: bool = eqx.field(static=True)
+    symmetric: bool = eqx.field(static=True)
 
     def __init__(
         self,
@@ -232,6 +213,7 @@ class LASympNet(AbstractFeedForwardIntegrator):
         n_linear: int = 2,
         activation: Callable | str = jnp.tanh,
         init_upper: bool = True,
+        symmetric: bool = False,
         key: PRNGKeyArray,
         dtype=None,
     ):
@@ -241,6 +223,7 @@ class LASympNet(AbstractFeedForwardIntegrator):
         resolve_activation(activation)
         self.activation = activation
         self.init_upper = _check_bool("init_upper", init_upper)
+        self.symmetric = _check_bool("symmetric", symmetric)
         dtype = float_dtype(dtype)
         lin_key, act_key = jax.random.split(key)
         lin_keys = jax.random.split(lin_key, (self.n_layers, self.n_linear))
@@ -263,26 +246,36 @@ class LASympNet(AbstractFeedForwardIntegrator):
         )
 
     def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
-        _check_point(type(self).__name__, z, self.dim)
-        step = _step_size(h, z.dtype)
+        check_point(type(self).__name__, z, self.dim)
+        if self.symmetric:
+            return symmetric_map(self._forward, self._backward, z, h, False)
+        return self._forward(z, h)
+
+    def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
+        """The exact inverse map: every step undone in reverse order."""
+        check_point(type(self).__name__, z, self.dim)
+        if self.symmetric:
+            return symmetric_map(self._forward, self._backward, z, h, True)
+        return self._backward(z, h)
+
+    def _forward(self, z, h):
+        step = step_size(h, z.dtype)
         biases = self.biases.astype(z.dtype)
         for i, module in enumerate(self.linear_layers):
             for layer in module:
                 z = layer(z, h)
-            z = z + _scale(biases[i], step)
+            z = z + scale_by_step(biases[i], step)
             if i < self.n_layers - 1:
                 z = self.activation_layers[i](z, h)
         return z
 
-    def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
-        """The exact inverse map: every step undone in reverse order."""
-        _check_point(type(self).__name__, z, self.dim)
-        step = _step_size(h, z.dtype)
+    def _backward(self, z, h):
+        step = step_size(h, z.dtype)
         biases = self.biases.astype(z.dtype)
         for i in reversed(range(self.n_layers)):
             if i < self.n_layers - 1:
                 z = self.activation_layers[i].inverse(z, h)
-            z = z - _scale(biases[i], step)
+            z = z - scale_by_step(biases[i], step)
             for layer in reversed(self.linear_layers[i]):
                 z = layer.inverse(z, h)
         return z
@@ -314,6 +307,7 @@ class HenonNet(AbstractFeedForwardIntegrator):
     - `n_layers`: the number of Hénon layers, `≥ 1`.
     - `width`: the hidden width of each potential network, `≥ 1`.
     - `activation`: a callable or a name (default `jnp.tanh`; should be differentiable).
+    - `symmetric`: build the reversible composition (module documentation; default `False`).
     - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype.
 
     **Call:** `model(z, h=None)` on one point `(dim,)`; `model.inverse(z, h=None)` is the
@@ -333,6 +327,7 @@ class HenonNet(AbstractFeedForwardIntegrator):
     n_layers: int = eqx.field(static=True)
     width: int = eqx.field(static=True)
     activation: Callable | str = eqx.field(static=True)
+    symmetric: bool = eqx.field(static=True)
 
     def __init__(
         self,
@@ -341,6 +336,7 @@ class HenonNet(AbstractFeedForwardIntegrator):
         n_layers: int,
         width: int,
         activation: Callable | str = jnp.tanh,
+        symmetric: bool = False,
         key: PRNGKeyArray,
         dtype=None,
     ):
@@ -349,23 +345,32 @@ class HenonNet(AbstractFeedForwardIntegrator):
         self.width = check_int("width", width, minimum=1)
         resolve_activation(activation)
         self.activation = activation
+        self.symmetric = _check_bool("symmetric", symmetric)
         dtype = float_dtype(dtype)
         keys = jax.random.split(key, self.n_layers)
-        self.layers = _stack_modules(
+        self.layers = stack_modules(
             [HenonLayer(self.dim, self.width, activation, key=k, dtype=dtype) for k in keys]
         )
 
     def layer(self, i: int) -> HenonLayer:
         """The `i`-th Hénon layer (applied `i`-th, counting from 0) as a `HenonLayer`."""
-        return _index_stack(self.layers, i, self.n_layers)
+        return index_stack(self.layers, i, self.n_layers)
 
     def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
-        _check_point(type(self).__name__, z, self.dim)
-        h = _step_size(h, z.dtype)
-        return _scan_stack(self.layers, z, h, False)
+        check_point(type(self).__name__, z, self.dim)
+        if self.symmetric:
+            return symmetric_map(self._forward, self._backward, z, h, False)
+        return self._forward(z, h)
 
     def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
         """The exact inverse map: the layers' inverses in reverse order."""
-        _check_point(type(self).__name__, z, self.dim)
-        h = _step_size(h, z.dtype)
-        return _scan_stack(self.layers, z, h, True)
+        check_point(type(self).__name__, z, self.dim)
+        if self.symmetric:
+            return symmetric_map(self._forward, self._backward, z, h, True)
+        return self._backward(z, h)
+
+    def _forward(self, z, h):
+        return scan_stack(self.layers, z, step_size(h, z.dtype), False)
+
+    def _backward(self, z, h):
+        return scan_stack(self.layers, z, step_size(h, z.dtype), True)

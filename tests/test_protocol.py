@@ -1,0 +1,169 @@
+"""The model protocol: the pipeline asks the model, never its kind."""
+
+import re
+import warnings
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import geomlearn as gl
+from geomlearn import cli
+from geomlearn.models._base import AbstractFeedForwardIntegrator
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_docs_example_of_a_model_defined_outside_the_package(tmp_path, monkeypatch):
+    """docs/writing_a_model.md: fit, iterate, evaluate, save/load accept a new family."""
+    page = (ROOT / "docs" / "writing_a_model.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    exec(compile(code, "writing_a_model.md", "exec"), namespace)
+    history, metrics, model = namespace["history"], namespace["metrics"], namespace["model"]
+    assert history["loss"][-1] < 0.5 * history["loss"][0]
+    assert metrics["structure"] == "symplectic"
+    assert metrics["structure_residual"]["symplecticity"] < 1e-12
+    assert (tmp_path / "two_shears.geomlearn").exists()
+    assert cli.main(["check", str(tmp_path / "two_shears.geomlearn"), "--points", "2"]) == 0
+
+
+def test_structure_must_be_declared():
+    class NoStructure(AbstractFeedForwardIntegrator):
+        dim: int = 2
+
+        def __call__(self, z, h=None):
+            return z
+
+    with pytest.raises(TypeError, match="abstract"):
+        NoStructure()
+
+
+def test_evaluate_and_check_read_the_instance_structure(key, tmp_path, capsys):
+    """The "arbitrary" weighting does not preserve volume: reported as "none", never FAIL."""
+    skew = gl.VolumePreservingTransformer(3, n_blocks=1, L=1, key=key())
+    arbitrary = gl.VolumePreservingTransformer(3, n_blocks=1, L=1, weighting="arbitrary", key=key())
+    assert type(arbitrary).structure == "volume" and arbitrary.structure == "none"
+    rb = gl.systems.RigidBody()
+    ref = gl.TrajectoryData.from_system(rb, rb.default_initial_conditions(), 0.2, 8)
+    m_skew = gl.evaluate(skew, rb, ref, seq_length=3)
+    m_arb = gl.evaluate(arbitrary, rb, ref, seq_length=3)
+    assert m_skew["structure"] == "volume" and m_skew["structure_passed"]
+    assert m_arb["structure"] == "none" and m_arb["iterated_structure"] == "none"
+    assert m_arb["structure_residual"]["volume"] > 1e-6  # it really is not volume-preserving
+    assert m_arb["structure_passed"]  # nothing is claimed, so nothing fails
+    gl.save(tmp_path / "model.geomlearn", arbitrary)
+    assert cli.main(["check", str(tmp_path), "--points", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "not claimed" in out and "FAIL" not in out
+    gl.save(tmp_path / "model.geomlearn", skew)
+    assert cli.main(["check", str(tmp_path), "--points", "2"]) == 0
+    assert "PASS" in capsys.readouterr().out
+
+
+def test_prediction_window_below_T_warns_and_is_checked_as_iterated(key):
+    model = gl.VolumePreservingTransformer(3, n_blocks=1, L=1, key=key())
+    window = jax.random.normal(key(), (3, 3))
+    with pytest.warns(UserWarning, match="not volume-preserving"):
+        gl.iterate(model, window, 6, prediction_window=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gl.iterate(model, window, 6)  # pw = T: no warning
+    points = jax.random.normal(key(), (3, 3, 3))
+    with pytest.warns(UserWarning):
+        mixed = gl.check_structure(model, points, prediction_window=1)
+    full = gl.check_structure(model, points)
+    assert mixed.structure == "none" and "pw = 1 < T" in mixed.map
+    assert mixed.residuals["volume"] > 1e-3  # the window update is not volume-preserving
+    assert full.structure == "volume" and full.passed and full.residuals["volume"] < 1e-12
+    data = gl.TrajectoryData(jax.random.normal(key(), (2, 12, 3)), 0.1)
+    with pytest.warns(UserWarning, match="prediction_window=2 < seq_length=3"):
+        gl.fit(model, data, epochs=1, seq_length=3, prediction_window=2, key=key(),
+               progress=False)
+
+
+def test_check_tolerance_grows_with_the_condition_number(key):
+    model = gl.VolumePreservingFeedForward(3, key=key())
+    well = gl.check_structure(model, 0.1 * jax.random.normal(key(), (4, 3)))
+    assert well.tolerance == pytest.approx(max(1e-10, 64 * 3 * np.finfo(np.float64).eps * well.condition))
+    assert well.condition >= 1.0
+
+
+def steep_hnn(key, scale):
+    hnn = gl.HamiltonianNeuralNetwork(2, width=8, depth=1, key=key)
+    return jax.tree_util.tree_map(lambda a: a * scale if a.ndim == 2 else a, hnn)
+
+
+def test_hamiltonian_steps_are_converged_or_raise(key):
+    hnn = steep_hnn(key(), 3.0)
+    z = jnp.array([0.4, -0.3])
+    # at a moderate step the midpoint equation holds to round-off
+    dt = 0.05
+    z1 = gl.iterate(hnn, z, 2, dt=dt)[1]
+    residual = z1 - z - dt * hnn.vector_field(0.5 * (z + z1))
+    assert float(jnp.max(jnp.abs(residual))) < 1e-13
+    # twelve plain fixed-point iterations (the old rollout) are not converged at dt = 0.3 …
+    dt = 0.3
+    f = hnn.vector_field
+    w = z + dt * f(z)
+    for _ in range(12):
+        w = z + dt * f(0.5 * (z + w))
+    assert float(jnp.max(jnp.abs(w - z - dt * f(0.5 * (z + w))))) > 1e-8
+    # … the checked solve either converges to round-off or raises
+    try:
+        z1 = gl.iterate(hnn, z, 2, dt=dt)[1]
+    except Exception as e:  # eqx.error_if raises at run time
+        assert "did not converge" in str(e)
+    else:
+        assert float(jnp.max(jnp.abs(z1 - z - dt * f(0.5 * (z + z1))))) < 1e-12
+    # far too large a step diverges: an error, never a silent result
+    with pytest.raises(Exception, match="did not converge"):
+        gl.iterate(steep_hnn(key(), 20.0), z, 3, dt=2.0)
+
+
+def test_the_readme_python_examples_run(tmp_path, monkeypatch):
+    """Every Python block of the README runs as written (in a fresh folder)."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    assert len(blocks) >= 2
+    monkeypatch.chdir(tmp_path)
+    namespaces = []
+    for i, code in enumerate(blocks):
+        namespaces.append({})
+        exec(compile(code, f"README.md block {i}", "exec"), namespaces[-1])
+    assert (tmp_path / "pendulum.geomlearn").exists()
+    (history,) = [ns["history"] for ns in namespaces if "history" in ns]
+    assert history["loss"][-1] < 1e-3  # Levenberg–Marquardt, 300 iterations
+
+
+def test_no_module_uses_another_modules_private_names():
+    """One private toolkit: shared helpers live in private modules under public names, so
+    no module of geomlearn imports or reaches into another module's `_private` name."""
+    import ast
+
+    offences = []
+    for path in sorted((ROOT / "geomlearn").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                offences += [f"{path.name}: import {a.name}" for a in node.names
+                             if a.name.startswith("_") and not a.name.startswith("__")]
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                    and not node.attr.startswith("__")
+                    and node.attr not in ("_replace", "_asdict", "_fields", "_make")
+                    and isinstance(node.value, ast.Name) and node.value.id not in ("self", "cls")):
+                offences.append(f"{path.name}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert offences == []
+
+
+def test_no_kind_switch_in_the_pipeline():
+    """fit, iterate, evaluate and the command line ask the model, never its kind."""
+    pipeline = ["training.py", "rollout.py", "evaluation.py", "cli.py"]
+    for name in pipeline:
+        text = (ROOT / "geomlearn" / name).read_text()
+        for pattern in ("kind ==", "mode ==", "_model_kind", "AbstractFeedForwardIntegrator",
+                        "AbstractTransformerIntegrator", "AbstractHamiltonianModel"):
+            assert pattern not in text, f"{name} switches on the model kind: {pattern!r}"
+    assert len((ROOT / "geomlearn" / "cli.py").read_text().splitlines()) <= 350
