@@ -12,6 +12,11 @@ Every benchmark is a module of this package with
 - `run(*, quick, out, **options) -> dict`: runs, prints its table, writes its JSON file and
   returns the payload.
 
+`add_arguments` may only call `parser.add_argument` (the runner records the calls, so that
+an option several benchmarks declare, such as `--repeats`, is one option of `all`). The
+declarative `benchmarks._harness.Benchmark` provides all three from a spec (settings of a
+full and a quick run, a measure function, tables, targets) and one runner; see there.
+
 The registry below is a mapping from name to module name, so listing the benchmarks does
 not import JAX.
 """
@@ -29,19 +34,29 @@ BENCHMARKS: dict[str, str] = {
     "rigid_body": "benchmarks.rigid_body",
     "coupled_oscillator_lst": "benchmarks.coupled_oscillator_lst",
     "sympnets_pendulum": "benchmarks.sympnets_pendulum",
+    "toda_reduction": "benchmarks.toda_reduction",
+    "new_families": "benchmarks.new_families",
+    "positional_encoding": "benchmarks.positional_encoding",
 }
 
 #: one-line descriptions, kept here so that `python -m benchmarks` lists without importing.
 DESCRIPTIONS: dict[str, str] = {
-    "training_throughput": "SympNets pendulum GSympNet: Adam iterations/s on one core "
-    "(float64, float32), compile time; rigid-body VPT windows/s at batch 16384",
+    "training_throughput": "SympNets pendulum GSympNet on one core: geomlearn.fit vs the "
+    "bare lax.scan of the same Adam update (iterations/s, compile time); batch-size sweep",
     "rollout_speed": "VPT rollout of 250,000 states vs implicit midpoint on one core; "
     "batched 1000 windows x 1000 steps",
-    "rigid_body": "rigid-body reproduction (VPFF, VPT, standard transformer, VPT + "
-    "positional encoding, VPT arbitrary weighting) within a wall-clock budget",
+    "rigid_body": "rigid-body reproduction through geomlearn.fit: VPT and VPFF by "
+    "Levenberg-Marquardt within 180 s; loss vs wall time of LM, Gauss-Newton, Adam, "
+    "Adam + L-BFGS",
     "coupled_oscillator_lst": "coupled oscillator: linear symplectic transformer, "
     "symplectic transformer, standard transformer, GSympNet",
     "sympnets_pendulum": "SympNets pendulum: GSympNet, LASympNet, HenonNet, HNN, ResNet",
+    "new_families": "P-SympNet SHO and 20-dim linear system, symmetric SympNets on the "
+    "pendulum, Lagrangian network vs MLP on the double pendulum",
+    "toda_reduction": "Toda lattice (400 dims): PSD vs symplectic autoencoder at reduced "
+    "dims 2 and 8; reduced Hamiltonian system and a learned reduced SympNet vs full order",
+    "positional_encoding": "positional encoding placements: order-dependent (driven "
+    "pendulum, pulsating rigid body) vs Markov problems, equal budget, median of seeds",
 }
 
 

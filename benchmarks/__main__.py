@@ -21,24 +21,48 @@ def _list() -> str:
     return "\n".join(lines)
 
 
-class _Group:
-    """An argument group that shares an option another benchmark already defined (with
-    `all`, `--repeats` is one option passed to every benchmark that has it)."""
+class _Recorder:
+    """The `parser` a benchmark's `add_arguments(parser)` receives: it records every
+    `add_argument(*flags, **kwargs)` call (validated on a scratch parser of the
+    benchmark's own, whose `Action` it returns), so that `main` can add each flag once —
+    with `all`, `--repeats` is one option passed to every benchmark that declares it."""
 
-    def __init__(self, parser, group):
-        self.parser, self.group, self.dests = parser, group, []
+    def __init__(self, name: str):
+        self.calls: list[tuple[tuple, dict, str]] = []
+        self._scratch = argparse.ArgumentParser(prog=name, add_help=False)
 
     def add_argument(self, *flags, **kwargs):
-        existing = self.parser._option_string_actions.get(flags[0])
-        action = existing if existing is not None else self.group.add_argument(*flags, **kwargs)
-        self.dests.append(action.dest)
+        action = self._scratch.add_argument(*flags, **kwargs)
+        self.calls.append((flags, kwargs, action.dest))
         return action
 
 
-def _add_options(parser, name, adder) -> list[str]:
-    group = _Group(parser, parser.add_argument_group(name))
-    adder(group)
-    return group.dests
+def _add_options(parser, names) -> dict[str, list[str]]:
+    """Add the options of the benchmarks `names` to `parser`, each flag once; returns the
+    option names (`dest`) of each benchmark."""
+    seen: dict[str, str] = {}  # flag -> dest
+    owned: dict[str, list[str]] = {}
+    for name in names:
+        recorder = _Recorder(name)
+        adder = getattr(load(name), "add_arguments", None)
+        if adder is not None:
+            adder(recorder)
+        group = None
+        owned[name] = []
+        for flags, kwargs, dest in recorder.calls:
+            known = {seen[f] for f in flags if f in seen}
+            if known and known != {dest}:
+                raise ValueError(
+                    f"benchmark {name!r}: option {flags[0]} has dest {dest!r}, but another "
+                    f"benchmark declared it with {known.pop()!r}"
+                )
+            if not known:
+                if group is None:
+                    group = parser.add_argument_group(name)
+                group.add_argument(*flags, **kwargs)
+                seen.update(dict.fromkeys(flags, dest))
+            owned[name].append(dest)
+    return owned
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,10 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if name != "all" and name not in BENCHMARKS:
         parser.error(f"unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}, all")
     names = list(BENCHMARKS) if name == "all" else [name]
-    owned: dict[str, list[str]] = {}
-    for n in names:
-        adder = getattr(load(n), "add_arguments", None)
-        owned[n] = [] if adder is None else _add_options(parser, n, adder)
+    owned = _add_options(parser, names)
     args = parser.parse_args(argv)
 
     from ._common import enable_x64

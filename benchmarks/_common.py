@@ -1,5 +1,9 @@
 """Shared helpers: timing, machine description, tables, JSON output, one-core subprocesses.
 
+The benchmarks declare themselves with `benchmarks._harness.Benchmark` and run through its
+one runner, which uses these helpers; a module written to the plain protocol of
+`benchmarks` may call them directly (`make_payload`, `finish`, `run_pinned`, …).
+
 Timing rules used by every benchmark:
 
 - **compile time** is measured on its own: either ahead of time
@@ -288,14 +292,14 @@ def command_line(name: str, quick: bool, options: dict) -> str:
     return " ".join(parts)
 
 
-def _jsonable(obj):
+def jsonable(obj):
     """Convert NumPy/JAX scalars and arrays so that `json` can write them."""
     import numpy as np
 
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, (str, bool, int)) or obj is None:
         return obj
     if isinstance(obj, float):
@@ -303,8 +307,8 @@ def _jsonable(obj):
     if hasattr(obj, "dtype") and hasattr(obj, "shape"):
         arr = np.asarray(obj)
         if arr.ndim == 0:
-            return _jsonable(arr.item())
-        return _jsonable(arr.tolist())
+            return jsonable(arr.item())
+        return jsonable(arr.tolist())
     return str(obj)
 
 
@@ -334,6 +338,8 @@ def render_markdown(payload: dict, *, level: int = 3) -> str:
                 ("note", "note", "")]
         rows = [dict(t, measured_str=_measured_str(t)) for t in payload["targets"]]
         parts.append(f"{h} Targets\n\n" + markdown_table(cols, rows))
+    if payload.get("notes"):
+        parts.append("\n".join(f"- {note}" for note in payload["notes"]))
     return "\n\n".join(parts)
 
 
@@ -357,7 +363,10 @@ def make_payload(name: str, *, quick: bool, options: dict, settings: dict, resul
     }
     if extra:
         payload.update(extra)
-    return _jsonable(payload)
+    return jsonable(payload)
+
+
+_jsonable = jsonable  # the former name
 
 
 def out_dir(out) -> Path:

@@ -26,14 +26,14 @@ def main(argv: list[str]) -> int:
     for name, value in request.get("config", {}).items():
         jax.config.update(name, value)
 
-    from benchmarks._common import _jsonable, machine_info
+    from benchmarks._common import jsonable, machine_info
 
     module = importlib.import_module(request["module"])
     result = getattr(module, request["function"])(**request["kwargs"])
     result = dict(result)
     result["_machine"] = machine_info()
     with open(result_path, "w") as f:
-        json.dump(_jsonable(result), f)
+        json.dump(jsonable(result), f)
     return 0
 
 

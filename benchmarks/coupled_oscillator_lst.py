@@ -25,27 +25,22 @@ from __future__ import annotations
 
 import time
 
-from . import _common as C
+from ._harness import Benchmark, Column, Option, Table
 
-NAME = "coupled_oscillator_lst"
-DESCRIPTION = "coupled oscillator: LST, symplectic transformer, standard transformer, GSympNet"
-
-FULL = {"epochs": 2000, "batch_size": 1024, "val_steps": 300, "short": 30, "n_val": 5}
-QUICK = {"epochs": 5, "batch_size": 256, "val_steps": 40, "short": 10, "n_val": 2}
 SEQ = 4
 NETWORK_NAMES = ("LST", "SymT", "ST", "GSympNet")
 
+FULL = {"epochs": 2000, "batch_size": 1024, "val_steps": 300, "short": 30, "n_val": 5,
+        "seed": 0, "dtype": "float64", "sizes": "tutorial", "trajectory_steps": None}
+QUICK = {"epochs": 5, "batch_size": 256, "val_steps": 40, "short": 10, "n_val": 2,
+         "seed": 0, "dtype": "float64", "sizes": "tiny", "trajectory_steps": 119}
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--epochs", type=int, default=None, help="training epochs (default 2000)")
-    parser.add_argument("--seed", type=int, default=None, help="data seed (default 0)")
 
-
-def _models(dtype, quick: bool = False):
-    """name → (constructor(key), is_transformer); tiny networks in quick mode."""
+def _models(dtype, sizes: str):
+    """name → (constructor(key), is_transformer); tiny networks for the smoke test."""
     import geomlearn as gl
 
-    if quick:
+    if sizes == "tiny":
         return {
             "LST": (lambda k: gl.LinearSymplecticTransformer(4, SEQ, n_sympnet=1, width=2, L=1, key=k, dtype=dtype), True),
             "SymT": (lambda k: gl.SymplecticTransformer(4, n_sympnet=1, width=2, L=1, key=k, dtype=dtype), True),
@@ -60,91 +55,100 @@ def _models(dtype, quick: bool = False):
     }
 
 
-def run(*, quick: bool = False, out=None, epochs: int | None = None, seed: int | None = None) -> dict:
+def measure(settings: dict, ctx) -> dict:
+    import equinox as eqx
     import jax
     import numpy as np
 
     import geomlearn as gl
     from geomlearn.integrators import integrate
 
-    C.require_x64()
-    started = time.perf_counter()
-    options = {"epochs": epochs, "seed": seed}
-    cfg = dict(QUICK if quick else FULL)
-    if epochs is not None:
-        cfg["epochs"] = epochs
-    seed = 0 if seed is None else seed
-    dtype = "float64"
-
-    data_key, val_key = jax.random.split(jax.random.PRNGKey(seed))
+    dtype = settings["dtype"]
+    data_key, val_key = jax.random.split(jax.random.PRNGKey(settings["seed"]))
     data = gl.datasets.coupled_oscillator_lst(data_key)
-    if quick:
-        data = gl.TrajectoryData(np.asarray(data.states)[:, :120], data.dt)
+    if settings["trajectory_steps"] is not None:
+        data = gl.TrajectoryData(np.asarray(data.states)[:, : settings["trajectory_steps"] + 1],
+                                 data.dt)
     system = gl.systems.CoupledHarmonicOscillator()
-    z0 = jax.random.uniform(val_key, (cfg["n_val"], 4), dtype=dtype)
-    reference = integrate(system, z0, float(data.dt), cfg["val_steps"], method="implicit_midpoint")
-    horizons = [cfg["short"], cfg["val_steps"]]
+    z0 = jax.random.uniform(val_key, (settings["n_val"], 4), dtype=dtype)
+    reference = integrate(system, z0, float(data.dt), settings["val_steps"],
+                          method="implicit_midpoint")
+    horizons = [settings["short"], settings["val_steps"]]
 
-    rows, details = [], {}
-    for i, (name, (make, is_transformer)) in enumerate(_models(dtype, quick).items()):
+    networks = {}
+    for i, (name, (make, is_transformer)) in enumerate(_models(dtype, settings["sizes"]).items()):
         model = make(jax.random.PRNGKey(10 + i))
-        n_params = sum(a.size for a in jax.tree_util.tree_leaves(model) if hasattr(a, "size"))
         kwargs = {"seq_length": SEQ, "prediction_window": SEQ} if is_transformer else {}
-        n_samples = (data.windows(SEQ, SEQ)[0] if is_transformer else data.pairs()[0]).shape[0]
-        batch = min(cfg["batch_size"], n_samples)
+        x, _, _ = model.training_samples(data, model.task(**kwargs))
+        batch = min(settings["batch_size"], x.shape[0])
         t0 = time.perf_counter()
         trained, history = gl.fit(
-            model, data, epochs=cfg["epochs"], batch_size=batch, loss="relative",
+            model, data, epochs=settings["epochs"], batch_size=batch, loss="relative",
             key=jax.random.PRNGKey(100 + i), progress=False, **kwargs,
         )
         train_s = time.perf_counter() - t0
-        metrics = gl.evaluate(trained, system, reference, dt=float(data.dt), horizons=horizons,
-                              **kwargs)
-        details[name] = {
+        metrics = gl.evaluate(trained, system, reference, dt=float(data.dt),
+                              horizons=horizons, **kwargs)
+        networks[name] = {
             "model": type(trained).__name__,
-            "n_params": int(n_params),
+            "structure": trained.structure,
+            "n_params": sum(a.size for a in jax.tree_util.tree_leaves(
+                eqx.filter(trained, eqx.is_inexact_array))),
             "train_s": train_s,
             "final_loss": history["loss"][-1],
             "loss_curve": history["loss"][:: max(1, len(history["loss"]) // 200)],
             "batch_size": batch,
-            "n_samples": int(n_samples),
-            "metrics": metrics,
+            "n_samples": int(x.shape[0]),
+            "metrics": dict(metrics),
         }
-        err = metrics["trajectory_error"]
-        rows.append(
-            {
-                "name": name,
-                "model": type(trained).__name__,
-                "n_params": int(n_params),
-                "loss": history["loss"][-1],
-                "train_s": train_s,
-                "err_short": err[str(cfg["short"])],
-                "err_long": err[str(cfg["val_steps"])],
-                "energy_drift": metrics["invariant_drift"]["energy"],
-                "symplecticity": metrics["structure_residual"].get("symplecticity"),
-            }
-        )
-    cols = [
-        ("name", "network", ""),
-        ("model", "class", ""),
-        ("n_params", "params", "d"),
-        ("loss", "final train loss", ".3e"),
-        ("train_s", "train (s)", ".1f"),
-        ("err_short", f"rel. error {cfg['short']} steps", ".3e"),
-        ("err_long", f"rel. error {cfg['val_steps']} steps", ".3e"),
-        ("energy_drift", "energy drift", ".2e"),
-        ("symplecticity", "symplecticity residual", ".1e"),
-    ]
-    title = (
-        f"Coupled oscillator, T=pw={SEQ}, {cfg['epochs']} epochs, batch {cfg['batch_size']}; "
-        f"validation on {cfg['n_val']} unseen initial conditions"
-    )
-    payload = C.make_payload(
-        NAME, quick=quick, options=options,
-        settings={**cfg, "seq_length": SEQ, "prediction_window": SEQ, "seed": seed,
-                  "dtype": dtype, "optimizer": "fit default: Adam, lr 1e-2 -> 1e-6 exponential",
-                  "loss": "relative"},
-        results={"networks": details}, tables=[C.table(title, cols, rows)], targets=[],
-        started=started,
-    )
-    return C.finish(out, payload)
+    return {"networks": networks}
+
+
+def _rows(settings, results):
+    rows = []
+    for name, net in results["networks"].items():
+        m = net["metrics"]
+        rows.append({
+            "name": name,
+            "model": net["model"],
+            "n_params": net["n_params"],
+            "loss": net["final_loss"],
+            "train_s": net["train_s"],
+            "err_short": m["trajectory_error"][str(settings["short"])],
+            "err_long": m["trajectory_error"][str(settings["val_steps"])],
+            "energy_drift": m["invariant_drift"]["energy"],
+            "symplecticity": m["structure_residual"].get("symplecticity"),
+        })
+    return rows
+
+
+SPEC = Benchmark(
+    name="coupled_oscillator_lst",
+    description="coupled oscillator: LST, symplectic transformer, standard transformer, GSympNet",
+    full=FULL,
+    quick=QUICK,
+    measure=measure,
+    tables=(
+        Table("Coupled oscillator, T=pw=4, {epochs} epochs, batch {batch_size}; validation on "
+              "{n_val} unseen initial conditions", (
+                  Column("name", "network"),
+                  Column("model", "class"),
+                  Column("n_params", "params", "d"),
+                  Column("loss", "final train loss", ".3e"),
+                  Column("train_s", "train (s)", ".1f"),
+                  Column("err_short", "rel. error {short} steps", ".3e"),
+                  Column("err_long", "rel. error {val_steps} steps", ".3e"),
+                  Column("energy_drift", "energy drift", ".2e"),
+                  Column("symplecticity", "symplecticity residual", ".1e"),
+              ), rows=_rows),
+    ),
+    notes=lambda settings, results: [
+        "training: geomlearn.fit's default optimiser (Adam, learning rate 1e-2 -> 1e-6 "
+        "exponentially over the planned updates), relative loss"],
+    options=(
+        Option("--epochs", int, "training epochs (default 2000)"),
+        Option("--seed", int, "data seed (default 0)"),
+    ),
+)
+NAME, DESCRIPTION = SPEC.name, SPEC.description
+add_arguments, run = SPEC.add_arguments, SPEC.run

@@ -14,7 +14,8 @@ use the paper's sigmoid activation; the other networks tanh.
 | HNN | `HamiltonianNeuralNetwork(2, width=20, depth=2)` (trained through one implicit-midpoint step of its field) | 501 |
 | ResNet | `ResNet(2, width=30, depth=3)` (not symplectic) | 450 |
 
-Reported: the one-step training and test MSE (`iterate(model, x, 2)` on the pairs), and
+Reported: the one-step training and test MSE (`fit`'s MSE loss on the pairs, from the
+model protocol's `predict`/`target` — for the HNN its implicit-midpoint step), and
 over 1000 steps from `(1, 0)` against a 6th-order reference (`yoshida6`, 10 substeps)
 with `geomlearn.evaluate`: the relative trajectory error and the energy error
 `max |H(ẑ_t) − H(z_0)| / |H(z_0)|`; and the training wall time.
@@ -24,27 +25,19 @@ from __future__ import annotations
 
 import time
 
-from . import _common as C
+from ._harness import Benchmark, Column, Option, Table
 
-NAME = "sympnets_pendulum"
-DESCRIPTION = "SympNets pendulum: GSympNet, LASympNet, HenonNet, HNN, ResNet"
-
-FULL = {"epochs": 50_000, "rollout_steps": 1000}
-QUICK = {"epochs": 20, "rollout_steps": 50}
-LEARNING_RATE = 1e-3
+FULL = {"epochs": 50_000, "rollout_steps": 1000, "learning_rate": 1e-3, "dtype": "float64",
+        "sizes": "paper"}
+QUICK = {"epochs": 20, "rollout_steps": 50, "learning_rate": 1e-3, "dtype": "float64",
+         "sizes": "tiny"}
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument(
-        "--epochs", type=int, default=None, help="training epochs = Adam iterations (default 50000)"
-    )
-
-
-def _models(dtype, quick: bool = False):
-    """name → constructor(key); tiny networks in quick mode (a smoke test: short compiles)."""
+def _models(dtype, sizes: str):
+    """name → constructor(key); tiny networks for the smoke test (short compiles)."""
     import geomlearn as gl
 
-    if quick:
+    if sizes == "tiny":
         return {
             "G-SympNet": lambda k: gl.GSympNet(2, n_layers=2, width=4, activation="sigmoid", key=k, dtype=dtype),
             "LA-SympNet": lambda k: gl.LASympNet(2, n_layers=2, n_linear=1, activation="sigmoid", key=k, dtype=dtype),
@@ -61,7 +54,28 @@ def _models(dtype, quick: bool = False):
     }
 
 
-def run(*, quick: bool = False, out=None, epochs: int | None = None) -> dict:
+def one_step_mse(model, data) -> float:
+    """`fit`'s MSE loss of `model` on all the samples it takes from `data` (the model
+    protocol's prediction and target, the library's loss)."""
+    import equinox as eqx
+    import jax
+
+    from geomlearn.training import resolve_loss
+
+    x, y, task = model.training_samples(data, model.task())
+    loss = resolve_loss("mse")
+
+    @eqx.filter_jit
+    def mse(m, x, y):
+        pred = jax.vmap(lambda s: m.predict(s, task))(x)
+        target = jax.vmap(lambda s: m.target(s, task))(y)
+        return loss(pred, target, None)
+
+    return float(mse(model, x, y))
+
+
+def measure(settings: dict, ctx) -> dict:
+    import equinox as eqx
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -70,85 +84,82 @@ def run(*, quick: bool = False, out=None, epochs: int | None = None) -> dict:
     import geomlearn as gl
     from geomlearn.integrators import integrate
 
-    C.require_x64()
-    started = time.perf_counter()
-    options = {"epochs": epochs}
-    cfg = dict(QUICK if quick else FULL)
-    if epochs is not None:
-        cfg["epochs"] = epochs
-    dtype = "float64"
-
+    dtype = settings["dtype"]
     train, test = gl.datasets.pendulum_sympnets()
     dt = float(train.dt)
-    x_train, y_train = (jnp.asarray(np.asarray(a), dtype=dtype) for a in train.pairs())
-    x_test, y_test = (jnp.asarray(np.asarray(a), dtype=dtype) for a in test.pairs())
     system = gl.systems.Pendulum()
     z0 = jnp.asarray(np.asarray(train.states)[0, 0], dtype=dtype)
-    reference = integrate(system, z0, dt, cfg["rollout_steps"], method="yoshida6", substeps=10)
-    horizons = sorted({min(100, cfg["rollout_steps"]), cfg["rollout_steps"]})
+    reference = integrate(system, z0, dt, settings["rollout_steps"], method="yoshida6",
+                          substeps=10)
+    horizons = sorted({min(100, settings["rollout_steps"]), settings["rollout_steps"]})
+    optimizer = optax.adam(settings["learning_rate"])
 
-    rows, details = [], {}
-    for i, (name, make) in enumerate(_models(dtype, quick).items()):
+    networks = {}
+    for i, (name, make) in enumerate(_models(dtype, settings["sizes"]).items()):
         model = make(jax.random.PRNGKey(10 + i))
-        n_params = sum(a.size for a in jax.tree_util.tree_leaves(model) if hasattr(a, "size"))
-        is_hnn = isinstance(model, gl.HamiltonianNeuralNetwork)
         t0 = time.perf_counter()
         trained, history = gl.fit(
-            model, train, epochs=cfg["epochs"], optimizer=optax.adam(LEARNING_RATE),
-            loss="mse", key=jax.random.PRNGKey(100 + i), progress=False,
+            model, train, epochs=settings["epochs"], optimizer=optimizer, loss="mse",
+            key=jax.random.PRNGKey(100 + i), progress=False,
         )
         train_s = time.perf_counter() - t0
-        step_kw = {"dt": dt} if is_hnn else {}
-
-        # one-step predictions of the training and test inputs in one rollout call
-        pred = gl.iterate(trained, jnp.concatenate([x_train, x_test]), 2, **step_kw)[:, 1]
-        err = jnp.square(pred - jnp.concatenate([y_train, y_test]))
-        n_train = x_train.shape[0]
-        mse_train = float(jnp.mean(err[:n_train]))
-        mse_test = float(jnp.mean(err[n_train:]))
         metrics = gl.evaluate(trained, system, reference, dt=dt, horizons=horizons)
-        details[name] = {
+        networks[name] = {
             "model": type(trained).__name__,
-            "n_params": int(n_params),
+            "structure": trained.structure,
+            "n_params": sum(a.size for a in jax.tree_util.tree_leaves(
+                eqx.filter(trained, eqx.is_inexact_array))),
             "train_s": train_s,
             "final_loss": history["loss"][-1],
             "loss_curve": history["loss"][:: max(1, len(history["loss"]) // 200)],
-            "mse_train": mse_train,
-            "mse_test": mse_test,
-            "metrics": metrics,
+            "mse_train": one_step_mse(trained, train),
+            "mse_test": one_step_mse(trained, test),
+            "metrics": dict(metrics),
         }
-        rows.append(
-            {
-                "name": name,
-                "structure": type(trained).structure,
-                "n_params": int(n_params),
-                "mse_train": mse_train,
-                "mse_test": mse_test,
-                "err": metrics["trajectory_error"][str(cfg["rollout_steps"])],
-                "energy": metrics["invariant_drift"]["energy"],
-                "train_s": train_s,
-                "epochs_per_s": cfg["epochs"] / train_s,
-            }
-        )
-    n = cfg["rollout_steps"]
-    cols = [
-        ("name", "network", ""),
-        ("structure", "structure", ""),
-        ("n_params", "params", "d"),
-        ("mse_train", "train MSE", ".2e"),
-        ("mse_test", "test MSE", ".2e"),
-        ("err", f"rel. error {n} steps", ".2e"),
-        ("energy", f"energy error {n} steps", ".2e"),
-        ("train_s", "train (s)", ".1f"),
-        ("epochs_per_s", "epochs/s", ",.0f"),
+    return {"networks": networks, "dt": dt}
+
+
+def _rows(settings, results):
+    n = str(settings["rollout_steps"])
+    return [
+        {
+            "name": name,
+            "structure": net["structure"],
+            "n_params": net["n_params"],
+            "mse_train": net["mse_train"],
+            "mse_test": net["mse_test"],
+            "err": net["metrics"]["trajectory_error"][n],
+            "energy": net["metrics"]["invariant_drift"]["energy"],
+            "train_s": net["train_s"],
+            "epochs_per_s": settings["epochs"] / net["train_s"],
+        }
+        for name, net in results["networks"].items()
     ]
-    title = f"SympNets pendulum, {cfg['epochs']} epochs full batch, Adam {LEARNING_RATE:g}, MSE"
-    payload = C.make_payload(
-        NAME, quick=quick, options=options,
-        settings={**cfg, "dtype": dtype, "learning_rate": LEARNING_RATE, "loss": "mse",
-                  "batch": "full (40 pairs)", "dt": dt,
-                  "reference": "integrate(..., method='yoshida6', substeps=10)"},
-        results={"networks": details}, tables=[C.table(title, cols, rows)], targets=[],
-        started=started,
-    )
-    return C.finish(out, payload)
+
+
+SPEC = Benchmark(
+    name="sympnets_pendulum",
+    description="SympNets pendulum: GSympNet, LASympNet, HenonNet, HNN, ResNet",
+    full=FULL,
+    quick=QUICK,
+    measure=measure,
+    tables=(
+        Table("SympNets pendulum, {epochs} epochs full batch, Adam {learning_rate:g}, MSE", (
+            Column("name", "network"),
+            Column("structure", "structure"),
+            Column("n_params", "params", "d"),
+            Column("mse_train", "train MSE", ".2e"),
+            Column("mse_test", "test MSE", ".2e"),
+            Column("err", "rel. error {rollout_steps} steps", ".2e"),
+            Column("energy", "energy error {rollout_steps} steps", ".2e"),
+            Column("train_s", "train (s)", ".1f"),
+            Column("epochs_per_s", "epochs/s", ",.0f"),
+        ), rows=_rows),
+    ),
+    notes=lambda settings, results: [
+        "one-step MSE: fit's MSE loss (the model protocol's prediction) on the 40 training "
+        "and 100 test pairs; rollout against integrate(..., method='yoshida6', substeps=10)"],
+    options=(Option("--epochs", int, "training epochs = Adam iterations (default 50000)"),),
+)
+NAME, DESCRIPTION = SPEC.name, SPEC.description
+add_arguments, run = SPEC.add_arguments, SPEC.run

@@ -1,29 +1,31 @@
-"""Training throughput on one CPU core.
+"""Training throughput on one CPU core: `geomlearn.fit` against a bare `lax.scan`.
 
-1. The SympNets paper's pendulum network — `GSympNet(2, n_layers=5, width=30,
-   activation="sigmoid")` on the 40 training pairs of `datasets.pendulum_sympnets()`,
-   full batch, Adam with learning rate 1e-3, MSE loss — in float64 and float32. Three ways of running the same update
-   (`value_and_grad` of the loss, `optax.adam(1e-3)` update) are measured:
+The SympNets paper's pendulum network, `GSympNet(2, n_layers=5, width=30,
+activation="sigmoid")` (450 parameters), on the 40 training pairs of
+`datasets.pendulum_sympnets()`, full batch, `optax.adam(1e-3)`, MSE loss
+(`geomlearn.training.resolve_loss("mse")`, predictions by the model protocol:
+`model.predict`, `model.target`). The same update — `value_and_grad` of that loss, then
+the Adam update — runs three ways, in one process:
 
-   - **scan**: `K` updates inside one `jax.lax.scan` in one jitted call (what a training
-     loop that keeps the data on the device costs per update). Iterations/s =
-     `K / median(call time)`. Its compile time is measured ahead of time
-     (`jit(...).lower(...)`, then `.compile()`), and so is the compile time of a single
-     jitted update step. **Target: ≥ 30,000 iterations/s in float64, compile ≤ 2 s.**
-   - **python loop**: one jitted update per Python call, `N` calls, the result blocked
-     on once at the end (a hand-written loop with a jitted step).
-   - **geomlearn.fit**: `fit(..., batch_size=None, optimizer=optax.adam(1e-3),
-     loss="mse")`; with a full batch one epoch is one update. `fit` compiles its epoch
-     function on its first epoch, and reads the loss back to the host after every epoch
-     (progress bar, history, non-finite check). Steady-state epochs/s is
-     `1 / median(Δ history["time"])` over the epochs after the first; compile ≈ the first
-     epoch's time minus that median.
+- **scan**: `scan_steps` updates inside one `jax.lax.scan` in one jitted call (compiled
+  ahead of time, timed separately); iterations/s = `scan_steps / median(call time)` over
+  `repeats` calls. **Targets: ≥ 30,000 iterations/s in float64, compile ≤ 2 s.**
+- **python loop**: one jitted update per Python call, `loop_steps` calls (one dispatch
+  per update).
+- **geomlearn.fit** with `batch_size=None`: one epoch is one update. `fit` runs several
+  epochs per compiled call (a scan over epochs, groups sized to about 50 ms after the
+  first ones) and reads the losses back per group. Steady-state epochs/s =
+  `(epochs − 1) / (history["time"][-1] − history["time"][0])`: the wall time after the
+  first group, which is one epoch and holds the compilation. The median over
+  `fit_repeats` runs (the later ones reuse `fit`'s compiled code); compile ≈ the first
+  run's first epoch minus the steady epoch time. **Target: fit ≥ 0.8 × scan.**
 
-2. The rigid-body `VolumePreservingTransformer(3, n_blocks=2, L=3)` (162 parameters),
-   windows `T = pw = 3` from `datasets.rigid_body_vpt()`, relative loss, Adam 1e-3, at
-   batch 16384 (float32 and float64): windows/s = `16384 · K / median(time of K updates)`
-   (scan), and `geomlearn.fit` with `batch_size=16384` over the whole data set
-   (windows/s = `(M // 16384) · 16384` per epoch).
+**Batch-size sweep** (float64, the same network and update): `B` pendulum pairs (one
+implicit-midpoint step of `h = 0.1` from states drawn uniformly in `[-2, 2]²`), full
+batch, for each `B` in `sweep_batches`; each method runs
+`max(sweep_min_steps, sweep_work / B)` updates per timed call. The python loop pays one
+dispatch per update, `fit` one per group, the scan one per call: where `loop / scan`
+approaches 1 the per-dispatch overhead stops mattering.
 
 Everything runs in one subprocess pinned to one core (see `benchmarks._common`).
 """
@@ -33,348 +35,322 @@ from __future__ import annotations
 import time
 
 from . import _common as C
-
-NAME = "training_throughput"
-DESCRIPTION = "GSympNet pendulum Adam iterations/s (one core), VPT windows/s at batch 16384"
-
-FULL = {
-    "scan_steps": 2000,
-    "loop_steps": 2000,
-    "fit_epochs": 3000,
-    "repeats": 7,
-    "vpt_batch": 16384,
-    "vpt_steps": 10,
-    "vpt_repeats": 5,
-    "vpt_fit_epochs": 3,
-    "vpt_dtypes": ["float32", "float64"],
-    "dtypes": ["float64", "float32"],
-    "gsympnet": {"n_layers": 5, "width": 30},
-    "vpt": {"n_blocks": 2, "L": 3},
-}
-QUICK = {
-    "scan_steps": 50,
-    "loop_steps": 50,
-    "fit_epochs": 30,
-    "repeats": 2,
-    "vpt_batch": 64,
-    "vpt_steps": 2,
-    "vpt_repeats": 2,
-    "vpt_fit_epochs": 2,
-    "vpt_dtypes": ["float32"],
-    # smoke test only: tiny networks so that compilation stays short
-    "dtypes": ["float64"],
-    "gsympnet": {"n_layers": 2, "width": 4},
-    "vpt": {"n_blocks": 1, "L": 1},
-}
+from ._harness import REPEATS, Benchmark, Column, Table
 
 TARGET_ITERS = 30_000.0
 TARGET_COMPILE_S = 2.0
+TARGET_FIT_RATIO = 0.8
+#: the loop/scan ratio above which per-dispatch overhead is said to stop mattering
+OVERHEAD_RATIO = 0.9
+
+FULL = {
+    "dtypes": ["float64", "float32"],
+    "gsympnet": {"n_layers": 5, "width": 30},
+    "learning_rate": 1e-3,
+    "scan_steps": 2000,
+    "loop_steps": 2000,
+    "fit_epochs": 20000,
+    "fit_repeats": 3,
+    "repeats": 7,
+    "sweep_batches": [40, 160, 640, 2560, 10240],
+    "sweep_work": 200_000,
+    "sweep_min_steps": 20,
+    "sweep_repeats": 3,
+}
+QUICK = {
+    "dtypes": ["float64"],
+    # smoke test only: a tiny network so that compilation stays short
+    "gsympnet": {"n_layers": 2, "width": 4},
+    "learning_rate": 1e-3,
+    "scan_steps": 50,
+    "loop_steps": 50,
+    "fit_epochs": 60,
+    "fit_repeats": 2,
+    "repeats": 2,
+    "sweep_batches": [40, 160],
+    "sweep_work": 4000,
+    "sweep_min_steps": 5,
+    "sweep_repeats": 1,
+}
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument(
-        "--repeats", type=int, default=None, help="timed repeats per measurement (median)"
-    )
+# ------------------------------------------------------------------ measurement (child)
 
 
-# --------------------------------------------------------------------------- child side
+def _n_params(model) -> int:
+    import equinox as eqx
+    import jax
+
+    return sum(a.size for a in jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array)))
 
 
-def _mse(pred, target):
-    import jax.numpy as jnp
-
-    return jnp.mean(jnp.square(pred - target))
-
-
-def _relative(pred, target):
-    # The same definition as geomlearn.fit's loss="relative": Frobenius norm over the batch.
-    import jax.numpy as jnp
-
-    return jnp.linalg.norm((pred - target).ravel()) / jnp.linalg.norm(target.ravel())
-
-
-def _make_update(static, predict, loss_fn, optimizer):
-    """`update((params, state), (x, y)) -> ((params, state), loss)` — one Adam step."""
+def _update_fn(model, data, optimizer, loss="mse"):
+    """`(params, opt_state, x, y, update)`: the samples `model.training_samples` takes from
+    `data`, and one full-batch optimiser update on them, built from the library's loss and
+    the model protocol — the update `fit` runs per epoch."""
     import equinox as eqx
     import jax
     import optax
 
-    def loss_of(params, x, y):
-        model = eqx.combine(params, static)
-        return loss_fn(jax.vmap(lambda s: predict(model, s))(x), y)
+    from geomlearn.training import resolve_loss
 
-    def update(carry, batch):
-        params, state = carry
-        x, y = batch
-        value, grads = jax.value_and_grad(loss_of)(params, x, y)
-        with jax.numpy_dtype_promotion("standard"):
-            updates, state = optimizer.update(grads, state, params)
-            params = optax.apply_updates(params, updates)
-        return (params, state), value
-
-    return update
-
-
-def _measure_step_loops(model, x, y, predict, loss_fn, *, steps, loop_steps, repeats):
-    """Scan and Python-loop timings of full-batch Adam(1e-3) on `(x, y)`."""
-    import equinox as eqx
-    import jax
-    import optax
-
-    optimizer = optax.adam(1e-3)
+    task = model.task()
+    x, y, task = model.training_samples(data, task)
+    loss_fn = resolve_loss(loss)
     params, static = eqx.partition(model, eqx.is_inexact_array)
+    # the relative loss's scale: the mean squared norm of the compared targets (fit's)
+    t = jax.vmap(lambda s: model.target(s, task))(y).reshape(y.shape[0], -1)
+    target_sq = jax.numpy.mean(jax.numpy.sum(jax.numpy.square(t), axis=1))
+
+    def loss_of(p, xb, yb):
+        m = eqx.combine(p, static)
+        pred = jax.vmap(lambda s: m.predict(s, task))(xb)
+        target = jax.vmap(lambda s: m.target(s, task))(yb)
+        return loss_fn(pred, target, target_sq)
+
+    def update(p, s, xb, yb):
+        value, grads = jax.value_and_grad(loss_of)(p, xb, yb)
+        with jax.numpy_dtype_promotion("standard"):  # as fit does: optax under standard rules
+            updates, s = optimizer.update(grads, s, p)
+            p = optax.apply_updates(p, updates)
+        return p, s, value
+
     with jax.numpy_dtype_promotion("standard"):
         state = optimizer.init(params)
-    update = _make_update(static, predict, loss_fn, optimizer)
+    return params, state, x, y, update
 
-    def scan_k(params, state, x, y):
+
+def _scan_and_loop(model, data, optimizer, *, scan_steps, loop_steps, repeats):
+    """The bare scan and the one-dispatch-per-update loop of the same update."""
+    import jax
+
+    params, state, x, y, update = _update_fn(model, data, optimizer)
+
+    def scan_k(p, s, x, y):
         def body(carry, _):
-            return update(carry, (x, y))
+            p, s, value = update(*carry, x, y)
+            return (p, s), value
 
-        (params, state), losses = jax.lax.scan(body, (params, state), None, length=steps)
-        return params, state, losses[-1]
+        (p, s), values = jax.lax.scan(body, (p, s), None, length=scan_steps)
+        return p, s, values[-1]
 
-    scan_compiled, scan_compile = C.aot_compile(jax.jit(scan_k), params, state, x, y)
-    scan = C.repeat(scan_compiled, repeats, params, state, x, y)
-    _, _, last_loss = scan_compiled(params, state, x, y)
+    scan_c, scan_compile = C.aot_compile(jax.jit(scan_k), params, state, x, y)
+    scan = C.repeat(scan_c, repeats, params, state, x, y)
+    last = float(scan_c(params, state, x, y)[2])
+    step_c, step_compile = C.aot_compile(jax.jit(update), params, state, x, y)
 
-    def one_step(params, state, x, y):
-        (params, state), value = update((params, state), (x, y))
-        return params, state, value
-
-    step_compiled, step_compile = C.aot_compile(jax.jit(one_step), params, state, x, y)
-
-    def python_loop(params, state):
+    def loop(p, s):
         value = None
         for _ in range(loop_steps):
-            params, state, value = step_compiled(params, state, x, y)
+            p, s, value = step_c(p, s, x, y)
         return value
 
-    loop = C.repeat(python_loop, repeats, params, state)
+    loop_t = C.repeat(loop, repeats, params, state)
     return {
-        "scan": {
-            "steps_per_call": steps,
-            "compile": scan_compile,
-            "time": scan,
-            "iterations_per_s": steps / scan["median_s"],
-            "final_loss": float(last_loss),
-        },
-        "step_compile": step_compile,
-        "python_loop": {
-            "steps_per_call": loop_steps,
-            "time": loop,
-            "iterations_per_s": loop_steps / loop["median_s"],
-        },
+        "scan": {"steps_per_call": scan_steps, "compile": scan_compile, "time": scan,
+                 "iterations_per_s": scan_steps / scan["median_s"], "final_loss": last},
+        "python_loop": {"steps_per_call": loop_steps, "compile": step_compile, "time": loop_t,
+                        "iterations_per_s": loop_steps / loop_t["median_s"]},
     }
 
 
-def _measure_fit(model, data, *, epochs, key, samples_per_epoch, **fit_kwargs):
-    """`geomlearn.fit` throughput from its own per-epoch wall-clock history."""
+def _fit_rate(model, data, optimizer, *, epochs, repeats):
+    """`geomlearn.fit`'s steady-state epochs/s (see the module documentation)."""
+    import jax
+
+    import geomlearn as gl
+
+    runs = []
+    for r in range(repeats):
+        t0 = time.perf_counter()
+        _, history = gl.fit(model, data, epochs=epochs, optimizer=optimizer, loss="mse",
+                            key=jax.random.PRNGKey(1), progress=False)
+        total = time.perf_counter() - t0
+        t = history["time"]
+        steady = (len(t) - 1) / (t[-1] - t[0])
+        runs.append({"total_s": total, "first_epoch_s": t[0], "epochs_per_s": steady,
+                     "final_loss": history["loss"][-1]})
+    rates = sorted(run["epochs_per_s"] for run in runs)
+    median = rates[len(rates) // 2]
+    return {
+        "epochs": epochs,
+        "runs": runs,
+        "epochs_per_s": median,
+        "compile_s": max(runs[0]["first_epoch_s"] - 1.0 / median, 0.0),
+        "final_loss": runs[0]["final_loss"],
+    }
+
+
+def _gsympnet(settings, dtype):
+    import jax
+
+    import geomlearn as gl
+
+    return gl.GSympNet(2, **settings["gsympnet"], activation="sigmoid",
+                       key=jax.random.PRNGKey(0), dtype=dtype)
+
+
+def _sweep_data(B: int, dtype):
+    """`B` one-step pendulum pairs (implicit midpoint, h = 0.1) from uniform states."""
+    import jax
+    import numpy as np
+
+    import geomlearn as gl
+    from geomlearn.integrators import integrate
+
+    z0 = jax.random.uniform(jax.random.PRNGKey(B), (B, 2), dtype=dtype, minval=-2.0, maxval=2.0)
+    traj = integrate(gl.systems.Pendulum(), z0, 0.1, 1, method="implicit_midpoint")
+    return np.asarray(traj[:, 0]), np.asarray(traj[:, 1])
+
+
+def measure(settings: dict, ctx) -> dict:
+    """Runs in the one-core child."""
+    import jax.numpy as jnp
     import numpy as np
     import optax
 
     import geomlearn as gl
 
-    t0 = time.perf_counter()
-    _, history = gl.fit(
-        model, data, epochs=epochs, optimizer=optax.adam(1e-3), key=key, progress=False,
-        **fit_kwargs,
-    )
-    total = time.perf_counter() - t0
-    times = np.asarray(history["time"], dtype=np.float64)
-    per_epoch = np.diff(times)
-    steady = C.summarize(per_epoch.tolist()) if per_epoch.size else C.summarize([times[0]])
-    median = steady["median_s"]
-    steady.pop("runs_s")
-    return {
-        "epochs": epochs,
-        "total_s": total,
-        "first_epoch_s": float(times[0]),
-        "compile_s": max(float(times[0]) - median, 0.0),
-        "epoch_time": steady,
-        "epochs_per_s": 1.0 / median,
-        "samples_per_s": samples_per_epoch / median,
-        "final_loss": float(history["loss"][-1]),
-    }
-
-
-def measure(quick: bool, repeats: int | None = None) -> dict:
-    """Runs in the one-core child; returns the raw measurements."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    import geomlearn as gl
-
-    cfg = dict(QUICK if quick else FULL)
-    if repeats is not None:
-        cfg["repeats"] = cfg["vpt_repeats"] = repeats
-    out: dict = {"config": cfg, "pendulum": [], "vpt": []}
-
-    # ---------------------------------------------------------------- pendulum GSympNet
     train, _ = gl.datasets.pendulum_sympnets()
     x64, y64 = (np.asarray(a) for a in train.pairs())
-    for dtype in cfg["dtypes"]:
-        x = jnp.asarray(x64, dtype=dtype)
-        y = jnp.asarray(y64, dtype=dtype)
-        model = gl.GSympNet(
-            2, **cfg["gsympnet"], activation="sigmoid", key=jax.random.PRNGKey(0), dtype=dtype
-        )
-        n_params = sum(a.size for a in jax.tree_util.tree_leaves(model) if hasattr(a, "size"))
-        row = _measure_step_loops(
-            model, x, y, lambda m, s: m(s), _mse,
-            steps=cfg["scan_steps"], loop_steps=cfg["loop_steps"], repeats=cfg["repeats"],
-        )
-        row["fit"] = _measure_fit(
-            model, (x, y), epochs=cfg["fit_epochs"], key=jax.random.PRNGKey(1),
-            samples_per_epoch=x.shape[0], loss="mse",
-        )
-        row.update(dtype=dtype, n_params=int(n_params), n_pairs=int(x.shape[0]))
-        out["pendulum"].append(row)
+    # one optimiser object: fit's compiled epochs are cached on its update function
+    optimizer = optax.adam(settings["learning_rate"])
+    rows = []
+    for dtype in settings["dtypes"]:
+        data = (jnp.asarray(x64, dtype=dtype), jnp.asarray(y64, dtype=dtype))
+        model = _gsympnet(settings, dtype)
+        row = _scan_and_loop(model, data, optimizer, scan_steps=settings["scan_steps"],
+                             loop_steps=settings["loop_steps"], repeats=settings["repeats"])
+        row["fit"] = _fit_rate(model, data, optimizer, epochs=settings["fit_epochs"],
+                               repeats=settings["fit_repeats"])
+        row.update(dtype=dtype, n_params=_n_params(model), n_pairs=int(x64.shape[0]))
+        rows.append(row)
 
-    # ---------------------------------------------------------------- rigid-body VPT
-    data = gl.datasets.rigid_body_vpt()
-    X, Y = (np.asarray(a) for a in data.windows(3, 3))
-    B = min(cfg["vpt_batch"], X.shape[0])
-    idx = np.random.default_rng(0).permutation(X.shape[0])[:B]
-    for dtype in cfg["vpt_dtypes"]:
-        xb = jnp.asarray(X[idx], dtype=dtype)
-        yb = jnp.asarray(Y[idx], dtype=dtype)
-        model = gl.VolumePreservingTransformer(
-            3, **cfg["vpt"], key=jax.random.PRNGKey(0), dtype=dtype
-        )
-        n_params = sum(a.size for a in jax.tree_util.tree_leaves(model) if hasattr(a, "size"))
-        row = _measure_step_loops(
-            model, xb, yb, lambda m, s: m(s), _relative,
-            steps=cfg["vpt_steps"], loop_steps=cfg["vpt_steps"], repeats=cfg["vpt_repeats"],
-        )
-        for name in ("scan", "python_loop"):
-            row[name]["windows_per_s"] = row[name]["iterations_per_s"] * B
-        n_fit = X.shape[0] if not quick else 4 * B
-        fit_x = jnp.asarray(X[:n_fit], dtype=dtype)
-        fit_y = jnp.asarray(Y[:n_fit], dtype=dtype)
-        row["fit"] = _measure_fit(
-            model, (fit_x, fit_y), epochs=cfg["vpt_fit_epochs"], key=jax.random.PRNGKey(1),
-            samples_per_epoch=(n_fit // B) * B, batch_size=B, loss="relative",
-        )
-        row.update(dtype=dtype, n_params=int(n_params), batch=int(B), n_windows=int(n_fit))
-        out["vpt"].append(row)
-    return out
+    sweep = []
+    dtype = "float64"
+    model = _gsympnet(settings, dtype)
+    for B in settings["sweep_batches"]:
+        x, y = _sweep_data(B, dtype)
+        data = (jnp.asarray(x, dtype=dtype), jnp.asarray(y, dtype=dtype))
+        steps = max(settings["sweep_min_steps"], int(settings["sweep_work"] // B))
+        r = _scan_and_loop(model, data, optimizer, scan_steps=steps, loop_steps=steps,
+                           repeats=settings["sweep_repeats"])
+        f = _fit_rate(model, data, optimizer, epochs=max(20, steps),
+                      repeats=settings["sweep_repeats"])
+        scan = r["scan"]["iterations_per_s"]
+        sweep.append({
+            "batch": B, "steps": steps,
+            "scan": scan, "python_loop": r["python_loop"]["iterations_per_s"],
+            "fit": f["epochs_per_s"],
+            "scan_samples_per_s": scan * B,
+            "loop_over_scan": r["python_loop"]["iterations_per_s"] / scan,
+            "fit_over_scan": f["epochs_per_s"] / scan,
+        })
+    return {"pendulum": rows, "sweep": sweep}
 
 
-# --------------------------------------------------------------------------- parent side
+# ------------------------------------------------------------------ report (parent)
 
 
-def _kw(d: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in d.items())
+def _pendulum_rows(settings, results):
+    rows = []
+    for r in results["pendulum"]:
+        scan = r["scan"]["iterations_per_s"]
+        for how, m in (("scan", r["scan"]), ("python loop", r["python_loop"]),
+                       ("geomlearn.fit", r["fit"])):
+            rate = m.get("iterations_per_s", m.get("epochs_per_s"))
+            compile_s = m["compile"]["total_s"] if "compile" in m else m["compile_s"]
+            rows.append({"dtype": r["dtype"], "how": how, "rate": rate, "ratio": rate / scan,
+                         "compile_s": compile_s, "final_loss": m.get("final_loss")})
+    return rows
 
 
-def run(*, quick: bool = False, out=None, repeats: int | None = None) -> dict:
-    started = time.perf_counter()
-    raw = C.run_pinned(
-        "benchmarks.training_throughput", "measure", {"quick": quick, "repeats": repeats}
-    )
-    machine = raw.pop("_machine")
-    pinning = raw.pop("_pinning")
-    cfg = raw["config"]
+def _overhead_batch(sweep) -> int | None:
+    """The smallest batch from which the python loop stays within `OVERHEAD_RATIO` of the scan."""
+    ok = [r["loop_over_scan"] >= OVERHEAD_RATIO for r in sweep]
+    for i in range(len(sweep)):
+        if all(ok[i:]):
+            return sweep[i]["batch"]
+    return None
 
-    pend_rows = []
-    for r in raw["pendulum"]:
-        for how, key in (("scan", "scan"), ("python loop", "python_loop"), ("geomlearn.fit", "fit")):
-            m = r[key]
-            if key == "fit":
-                rate, compile_s, median = m["epochs_per_s"], m["compile_s"], m["epoch_time"]["median_s"]
-            else:
-                rate = m["iterations_per_s"]
-                compile_s = (m["compile"] if key == "scan" else r["step_compile"])["total_s"]
-                median = m["time"]["median_s"]
-            pend_rows.append(
-                {
-                    "dtype": r["dtype"],
-                    "how": how,
-                    "rate": rate,
-                    "compile_s": compile_s,
-                    "median_s": median,
-                    "final_loss": m.get("final_loss"),
-                }
-            )
-    vpt_rows = []
-    for r in raw["vpt"]:
-        for how, key in (("scan", "scan"), ("python loop", "python_loop"), ("geomlearn.fit", "fit")):
-            m = r[key]
-            if key == "fit":
-                rate, compile_s = m["samples_per_s"], m["compile_s"]
-            else:
-                rate = m["windows_per_s"]
-                compile_s = (m["compile"] if key == "scan" else r["step_compile"])["total_s"]
-            vpt_rows.append(
-                {"dtype": r["dtype"], "how": how, "batch": r["batch"], "rate": rate,
-                 "compile_s": compile_s}
-            )
 
-    f64 = next((r for r in raw["pendulum"] if r["dtype"] == "float64"), raw["pendulum"][0])
-    iters = f64["scan"]["iterations_per_s"]
-    scan_c, step_c = f64["scan"]["compile"], f64["step_compile"]
-    targets = [
-        C.target(
-            f"GSympNet pendulum, {f64['dtype']}, one core: iterations/s (scan)",
-            "≥ 30,000 it/s", iters, iters >= TARGET_ITERS, "it/s",
-        ),
+def _targets(settings, results):
+    f64 = next((r for r in results["pendulum"] if r["dtype"] == "float64"),
+               results["pendulum"][0])
+    scan, fit = f64["scan"]["iterations_per_s"], f64["fit"]["epochs_per_s"]
+    c, step_c = f64["scan"]["compile"], f64["python_loop"]["compile"]
+    return [
+        C.target(f"GSympNet pendulum, {f64['dtype']}, one core: iterations/s (scan)",
+                 "≥ 30,000 it/s", scan, scan >= TARGET_ITERS, "it/s"),
         C.target(
             f"GSympNet pendulum, {f64['dtype']}: compile time of the training loop",
-            "≤ 2 s", scan_c["total_s"], scan_c["total_s"] <= TARGET_COMPILE_S, "s",
+            "≤ 2 s", c["total_s"], c["total_s"] <= TARGET_COMPILE_S, "s",
             note=f"trace + lower + XLA compile of the {f64['scan']['steps_per_call']}-step "
-            f"scan ({scan_c['trace_lower_s']:.2f} + {scan_c['compile_s']:.2f} s); of a single "
-            f"jitted step {step_c['total_s']:.2f} s; geomlearn.fit's first epoch exceeds its "
-            f"steady epochs by {f64['fit']['compile_s']:.2f} s",
+            f"scan ({c['trace_lower_s']:.2f} + {c['compile_s']:.2f} s); of one jitted step "
+            f"{step_c['total_s']:.2f} s; fit's first epoch exceeds its steady epochs by "
+            f"{f64['fit']['compile_s']:.2f} s",
         ),
         C.target(
-            f"GSympNet pendulum, {f64['dtype']}, one core: geomlearn.fit epochs/s (= iterations/s)",
-            "(no target; reported)", f64["fit"]["epochs_per_s"], None, "it/s",
+            f"GSympNet pendulum, {f64['dtype']}, one core: geomlearn.fit epochs/s vs the "
+            "bare scan", "≥ 0.8 × scan", fit / scan, fit / scan >= TARGET_FIT_RATIO, "× scan",
+            note=f"fit {fit:,.0f} epochs/s, scan {scan:,.0f} it/s",
         ),
     ]
-    cols = [
-        ("dtype", "dtype", ""),
-        ("how", "how", ""),
-        ("rate", "iterations/s", ",.0f"),
-        ("median_s", "median time/call (s)", ".4g"),
-        ("compile_s", "compile (s)", ".3f"),
-        ("final_loss", "final loss", ".3e"),
+
+
+def _notes(settings, results):
+    B = _overhead_batch(results["sweep"])
+    where = (f"from B = {B} on, one dispatch per update (python loop) stays within "
+             f"{1 - OVERHEAD_RATIO:.0%} of the scan" if B is not None else
+             "the python loop stays more than "
+             f"{1 - OVERHEAD_RATIO:.0%} behind the scan at every batch size measured")
+    return [
+        "compile: trace + lower + XLA compile, ahead of time, of the scan and of the "
+        "single jitted step (python loop); for geomlearn.fit, its first epoch minus the "
+        f"steady epoch time. Scan and loop rates are medians of {settings['repeats']} "
+        f"timed calls; fit's the median of {settings['fit_repeats']} runs of "
+        f"{settings['fit_epochs']} epochs. Final loss: scan after {settings['scan_steps']} "
+        f"updates, fit after {settings['fit_epochs']} epochs.",
+        f"batch-size sweep: {where}.",
     ]
-    vcols = [
-        ("dtype", "dtype", ""),
-        ("how", "how", ""),
-        ("batch", "batch", "d"),
-        ("rate", "windows/s", ",.0f"),
-        ("compile_s", "compile (s)", ".3f"),
-    ]
-    targets = C.quick_targets(targets, quick)
-    tables = [
-        C.table(
-            f"GSympNet(2, {_kw(cfg['gsympnet'])}, activation='sigmoid'), 40 pairs, "
-            "Adam 1e-3, MSE, one core", cols, pend_rows,
-        ),
-        C.table(
-            f"VolumePreservingTransformer(3, {_kw(cfg['vpt'])}), T=pw=3, relative loss, "
-            "Adam 1e-3, one core", vcols, vpt_rows,
-        ),
-    ]
-    payload = C.make_payload(
-        NAME,
-        quick=quick,
-        options={"repeats": repeats},
-        settings={**raw["config"], "pinning": pinning},
-        results={"pendulum": raw["pendulum"], "vpt": raw["vpt"]},
-        tables=tables,
-        targets=targets,
-        notes=[
-            "compile: trace + lower + XLA compile, ahead of time, of the scan (scan) and of "
-            "the single jitted step (python loop); for geomlearn.fit, the first epoch's time "
-            "minus the median epoch time. Rates are medians of "
-            f"{cfg['repeats']} timed calls after compilation.",
-            f"one core: {pinning['how']}",
-        ],
-        started=started,
-        machine=machine,
-    )
-    return C.finish(out, payload)
+
+
+def _title(settings, results):
+    kw = ", ".join(f"{k}={v}" for k, v in settings["gsympnet"].items())
+    return (f"GSympNet(2, {kw}, activation='sigmoid'), 40 pairs full batch, "
+            f"Adam {settings['learning_rate']:g}, MSE, one core")
+
+
+SPEC = Benchmark(
+    name="training_throughput",
+    description="GSympNet pendulum: geomlearn.fit vs bare lax.scan iterations/s (one core), "
+    "batch-size sweep",
+    full=FULL,
+    quick=QUICK,
+    measure=measure,
+    tables=(
+        Table(_title, (
+            Column("dtype", "dtype"),
+            Column("how", "how"),
+            Column("rate", "iterations/s", ",.0f"),
+            Column("ratio", "÷ scan", ".2f"),
+            Column("compile_s", "compile (s)", ".3f"),
+            Column("final_loss", "final loss", ".3e"),
+        ), rows=_pendulum_rows),
+        Table("Batch-size sweep (float64, full batch B pendulum pairs, one core)", (
+            Column("batch", "B", "d"),
+            Column("scan", "scan it/s", ",.0f"),
+            Column("python_loop", "python loop it/s", ",.0f"),
+            Column("fit", "fit epochs/s", ",.0f"),
+            Column("scan_samples_per_s", "scan samples/s", ",.0f"),
+            Column("loop_over_scan", "loop ÷ scan", ".2f"),
+            Column("fit_over_scan", "fit ÷ scan", ".2f"),
+        ), rows="sweep"),
+    ),
+    targets=_targets,
+    notes=_notes,
+    options=(REPEATS,),
+    one_core=True,
+)
+NAME, DESCRIPTION = SPEC.name, SPEC.description
+add_arguments, run = SPEC.add_arguments, SPEC.run
