@@ -100,6 +100,7 @@ def _train(args) -> int:
                                          n_trajectories=args.n_trajectories, seed=args.seed)
     x, _, task = _user(model.training_samples, train, _user(model.task, **fit_options))
     n_samples = int(x.shape[0])
+    _user(jax.eval_shape, lambda z: model.step(z, task), x[0])  # a model that cannot be iterated
     if n_samples < 1:
         raise CLIError(f"the data give no training samples for {spec.name} with {fit_options}")
     batch = args.batch_size if args.batch_size is not None else (n_samples if n_samples <= 512 else 256)
@@ -339,8 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
-def _x64():
-    """JAX's 64-bit mode for the duration of a command (restored afterwards)."""
+def _x64():  # JAX's 64-bit mode for the duration of a command (restored afterwards)
     import jax
     return jax.enable_x64(True)
 

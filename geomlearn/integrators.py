@@ -512,7 +512,8 @@ class _Field:
         self.vector_field = vector_field
 
 
-def implicit_step(vector_field, z: Point, dt, *, method: str = "implicit_midpoint") -> Point:
+def implicit_step(vector_field, z: Point, dt, *, method: str = "implicit_midpoint",
+                  on_failure: str = "raise") -> Point:
     r"""One step of an implicit Gauss–Legendre method for any vector field, solved to round-off.
 
     The stage equations of `method` (`"implicit_midpoint"`, `"gauss_legendre4"` or
@@ -531,9 +532,14 @@ def implicit_step(vector_field, z: Point, dt, *, method: str = "implicit_midpoin
       `vector_field`).
     - `z`: one state `(d,)`; `dt`: the step size (may be traced).
     - `method`: one of the implicit methods above.
+    - `on_failure`: `"raise"` (default) or `"nan"` — an unconverged solve returns NaN
+      instead (used in training, where a NaN loss rejects a Levenberg–Marquardt trial
+      step or stops a first-order epoch with `NonFiniteLossError`).
 
     **Returns:** the next state, same shape and dtype as `z`.
     """
+    if on_failure not in ("raise", "nan"):
+        raise ValueError(f"on_failure must be 'raise' or 'nan', got {on_failure!r}")
     if method not in IMPLICIT_METHODS:
         raise ValueError(f"method must be one of {sorted(IMPLICIT_METHODS)}, got {method!r}")
     z = jnp.asarray(z)
@@ -542,6 +548,8 @@ def implicit_step(vector_field, z: Point, dt, *, method: str = "implicit_midpoin
     if not jnp.issubdtype(z.dtype, jnp.floating):
         raise TypeError(f"z must have a floating dtype, got {z.dtype}")
     z_new, converged = _STEPPERS[method](_Field(vector_field), z, jnp.asarray(dt, dtype=z.dtype))
+    if on_failure == "nan":
+        return jnp.where(converged, z_new, jnp.asarray(jnp.nan, z_new.dtype))
     return eqx.error_if(
         z_new,
         ~converged,

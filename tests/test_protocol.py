@@ -167,3 +167,16 @@ def test_no_kind_switch_in_the_pipeline():
                         "AbstractTransformerIntegrator", "AbstractHamiltonianModel"):
             assert pattern not in text, f"{name} switches on the model kind: {pattern!r}"
     assert len((ROOT / "geomlearn" / "cli.py").read_text().splitlines()) <= 350
+
+
+def test_an_unconverged_training_step_is_nan_not_a_silent_result(key):
+    """In training (`predict`) an implicit step that does not converge is NaN — the loss
+    is then non-finite, never a silent wrong value — while `step` raises."""
+    hnn = steep_hnn(key(), 20.0)
+    z = jnp.array([0.4, -0.3])
+    task = hnn.task(dt=2.0)
+    assert bool(jnp.all(jnp.isnan(hnn.predict(z, task))))
+    with pytest.raises(Exception, match="did not converge"):
+        jax.block_until_ready(hnn.step(z, task))
+    mild, ok = steep_hnn(key(), 3.0), hnn.task(dt=0.05)
+    np.testing.assert_allclose(mild.predict(z, ok), mild.step(z, ok), rtol=0, atol=0)

@@ -457,7 +457,9 @@ class AbstractHamiltonianModel(AbstractModel):
     symplectic map for every $\theta$, so `structure` is `"symplectic"`.
 
     **Training.** On a `TrajectoryData`: one-step pairs, predicted by that step (with the
-    data's `dt`); on a tuple `(z, ż)` of arrays: vector-field regression
+    data's `dt`; where the solve does not converge the prediction is NaN, so a
+    Levenberg–Marquardt trial there is rejected and a first-order epoch stops with
+    `NonFiniteLossError`); on a tuple `(z, ż)` of arrays: vector-field regression
     $\mathbb{J}\nabla H_\theta(z) \approx \dot z$.
     """
 
@@ -508,7 +510,12 @@ class AbstractHamiltonianModel(AbstractModel):
     def predict(self, x, task: Task):
         if task.samples == "vector_field":
             return self.vector_field(x)
-        return self.step(x, task)
+        # The same converged solve as `step`, but an unconverged one gives NaN instead of
+        # raising: a Levenberg–Marquardt trial step there is rejected, and a first-order
+        # epoch stops with NonFiniteLossError keeping the last good parameters.
+        from ..integrators import implicit_step
+
+        return implicit_step(self.vector_field, x, task.dt, on_failure="nan")
 
     def step(self, state, task: Task):
         from ..integrators import implicit_step
