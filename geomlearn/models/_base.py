@@ -63,6 +63,8 @@ __all__ = [
     "check_data_dim",
     "no_options",
     "scan_rollout",
+    "step_size_task",
+    "require_dt",
 ]
 
 STRUCTURES = ("symplectic", "volume", "none")
@@ -127,6 +129,26 @@ def no_options(model, **options) -> None:
             raise ValueError(
                 f"{name} does not apply to {type(model).__name__} (got {name}={value!r})"
             )
+
+
+def step_size_task(model, *, seq_length, prediction_window, dt, data_dt, samples: str) -> Task:
+    """The `Task` of a model that takes a step size and no window options: `dt` (or the
+    data's `data_dt`) validated as a finite number `> 0`, or `None`."""
+    no_options(model, seq_length=seq_length, prediction_window=prediction_window)
+    dt = data_dt if dt is None else dt
+    if dt is not None:
+        dt = float(dt)
+        if not (math.isfinite(dt) and dt > 0):
+            raise ValueError(f"dt must be a finite number > 0, got {dt}")
+    return Task(dt=dt, samples=samples)
+
+
+def require_dt(model, task: Task, how: str) -> Task:
+    """`task`, or `ValueError` when a rollout of `model` has no time step (`how` says why
+    it needs one)."""
+    if task.dt is None:
+        raise ValueError(f"rolling out {type(model).__name__} needs the time step dt ({how})")
+    return task
 
 
 def scan_rollout(step, z0, n_points: int):
@@ -476,22 +498,12 @@ class AbstractHamiltonianModel(AbstractModel):
         raise NotImplementedError
 
     def task(self, *, seq_length=None, prediction_window=None, dt=None, data_dt=None) -> Task:
-        no_options(self, seq_length=seq_length, prediction_window=prediction_window)
-        dt = data_dt if dt is None else dt
-        if dt is not None:
-            dt = float(dt)
-            if not (math.isfinite(dt) and dt > 0):
-                raise ValueError(f"dt must be a finite number > 0, got {dt}")
-        return Task(dt=dt, samples="midpoint")
+        return step_size_task(self, seq_length=seq_length, prediction_window=prediction_window,
+                              dt=dt, data_dt=data_dt, samples="midpoint")
 
     def rollout_task(self, initial_shape, *, prediction_window=None, dt=None) -> Task:
-        task = self.task(prediction_window=prediction_window, dt=dt)
-        if task.dt is None:
-            raise ValueError(
-                f"rolling out {type(self).__name__} needs the time step dt (its field is "
-                "integrated with the implicit midpoint rule)"
-            )
-        return task
+        return require_dt(self, self.task(prediction_window=prediction_window, dt=dt),
+                          "its field is integrated with the implicit midpoint rule")
 
     def training_samples(self, data, task: Task, *, what: str = "data"):
         arrays = sample_arrays(data, what)

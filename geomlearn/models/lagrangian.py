@@ -14,7 +14,7 @@ from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_int, float_dtype
 from .._nn import check_point
-from ._base import AbstractModel, Task, check_data_dim, no_options
+from ._base import AbstractModel, Task, check_data_dim, require_dt, step_size_task
 
 __all__ = ["LagrangianNeuralNetwork"]
 
@@ -205,22 +205,12 @@ class LagrangianNeuralNetwork(AbstractModel):
     # ------------------------------------------------------------------ the protocol
 
     def task(self, *, seq_length=None, prediction_window=None, dt=None, data_dt=None) -> Task:
-        no_options(self, seq_length=seq_length, prediction_window=prediction_window)
-        dt = data_dt if dt is None else dt
-        if dt is not None:
-            dt = float(dt)
-            if not (math.isfinite(dt) and dt > 0):
-                raise ValueError(f"dt must be a finite number > 0, got {dt}")
-        return Task(dt=dt, samples="pairs")
+        return step_size_task(self, seq_length=seq_length, prediction_window=prediction_window,
+                              dt=dt, data_dt=data_dt, samples="pairs")
 
     def rollout_task(self, initial_shape, *, prediction_window=None, dt=None) -> Task:
-        task = self.task(prediction_window=prediction_window, dt=dt)
-        if task.dt is None:
-            raise ValueError(
-                f"rolling out {type(self).__name__} needs the time step dt (its dynamics is "
-                "integrated with RK4)"
-            )
-        return task
+        return require_dt(self, self.task(prediction_window=prediction_window, dt=dt),
+                          "its dynamics is integrated with RK4")
 
     def training_samples(self, data, task: Task, *, what: str = "data"):
         """One-step pairs of a `TrajectoryData` (RK4 steps with its `dt`), or a tuple
