@@ -213,9 +213,10 @@ def test_gsympnet_lower_start_sigmoid_is_symplectic(rng, key):
 
 
 def test_gsympnet_paper_pendulum_size(key):
-    # Jin et al.'s pendulum G-SympNet: 2 layers of width 30, sigmoid.
-    model = shapes_only(GSympNet, 2, n_layers=2, width=30, activation="sigmoid", key=key())
-    assert n_params(model) == 2 * 30 * 3
+    # Jin et al.'s pendulum G-SympNet: 5 gradient layers of width 30, sigmoid; each layer
+    # has K (30 x 1), a (30) and b (30): 5 * 30 * 3 = 450 parameters.
+    model = shapes_only(GSympNet, 2, n_layers=5, width=30, activation="sigmoid", key=key())
+    assert n_params(model) == 450
 
 
 # --------------------------------------------------------------------------- LASympNet

@@ -58,7 +58,8 @@ class GSympNet(AbstractFeedForwardIntegrator):
     $G_i$ is symplectic for every parameter value and step size, hence so is $\Phi_\theta$.
     G-SympNets are universal approximators of symplectic maps (Jin, Zhang, Zhu, Tang,
     Karniadakis, *SympNets*, Neural Networks 132, 2020). The paper's pendulum network is
-    `GSympNet(2, n_layers=2, width=30, activation="sigmoid")`.
+    `GSympNet(2, n_layers=5, width=30, activation="sigmoid")` (5 gradient layers of
+    width 30, 450 parameters).
 
     **Parameters** (`dim = 2n`, `width = w`): $n_\text{layers}\cdot w\,(n + 2)$.
 

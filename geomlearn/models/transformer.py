@@ -161,26 +161,26 @@ def pe_decode(placement: str | None, encoder, Y):
     return Y
 
 
-def _position_features(T: int, dtype):
-    r"""The features $e_t \in \mathbb{R}^m$, $m$ = `N_POSITION_FEATURES`, of the rows
-    $t = 0, \dots, T-1$, shape `(T, m)`: the sinusoidal table with frequencies $2^{-j}$,
-    **centred over the window** (its mean row subtracted). The constant part of a bias is
-    the layer's own $b$; centring keeps the gains from duplicating it, which made
-    Levenberg–Marquardt converge markedly slower per iteration (README rigid-body
-    example: final loss 3.0e-3 uncentred, 1.8e-3 centred, same time budget)."""
-    m = N_POSITION_FEATURES
+def _position_features(T: int, dtype, m: int = N_POSITION_FEATURES):
+    r"""The features $e_t \in \mathbb{R}^m$ of the rows $t = 0, \dots, T-1$, shape
+    `(T, m)`: the sinusoidal table with frequencies $2^{-j}$, **centred over the window**
+    (its mean row subtracted). The constant part of a bias is the layer's own $b$;
+    centring keeps the gains from duplicating it, which made Levenberg–Marquardt converge
+    markedly slower per iteration (README rigid-body example: final loss 3.0e-3
+    uncentred, 1.8e-3 centred, same time budget)."""
     E = _position_table(T, m, dtype=dtype, base=_short_base(m))
     return E - jnp.mean(E, axis=0, keepdims=True)
 
 
-def pe_zero_gain(rows: int, dtype):
-    """A zero-initialised position gain `(rows, N_POSITION_FEATURES)`."""
-    return jnp.zeros((rows, N_POSITION_FEATURES), dtype)
+def pe_zero_gain(rows: int, dtype, m: int = N_POSITION_FEATURES):
+    """A zero-initialised position gain `(rows, m)` ($m$ position features)."""
+    return jnp.zeros((rows, m), dtype)
 
 
 def pe_position_bias(gain, T: int):
-    r"""The per-row bias $c_t = G e_t$, shape `(T, rows)`, in the gain's dtype."""
-    E = _position_features(T, gain.dtype)
+    r"""The per-row bias $c_t = G e_t$, shape `(T, rows)`, in the gain's dtype (the number
+    of features $m$ is the gain's second dimension)."""
+    E = _position_features(T, gain.dtype, gain.shape[-1])
     return E @ gain.T
 
 
