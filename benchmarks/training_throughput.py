@@ -18,7 +18,10 @@ the Adam update — runs three ways, in one process:
   `(epochs − 1) / (history["time"][-1] − history["time"][0])`: the wall time after the
   first group, which is one epoch and holds the compilation. The median over
   `fit_repeats` runs (the later ones reuse `fit`'s compiled code); compile ≈ the first
-  run's first epoch minus the steady epoch time. **Target: fit ≥ 0.8 × scan.**
+  run's first epoch minus the steady epoch time. **Target: fit ≥ 0.8 × scan**, judged on
+  the median, over `interleaved_pairs` alternations of (one scan call, one `fit` run),
+  of the per-pair ratio: on a shared machine the load changes between measurements taken
+  a minute apart, while the two of a pair, seconds apart, see nearly the same load.
 
 **Batch-size sweep** (float64, the same network and update): `B` pendulum pairs (one
 implicit-midpoint step of `h = 0.1` from states drawn uniformly in `[-2, 2]²`), full
@@ -35,7 +38,7 @@ from __future__ import annotations
 import time
 
 from . import _common as C
-from ._harness import REPEATS, Benchmark, Column, Table
+from ._harness import REPEATS, Benchmark, Column, Option, Table
 
 TARGET_ITERS = 30_000.0
 TARGET_COMPILE_S = 2.0
@@ -51,6 +54,7 @@ FULL = {
     "loop_steps": 2000,
     "fit_epochs": 20000,
     "fit_repeats": 3,
+    "interleaved_pairs": 7,
     "repeats": 7,
     "sweep_batches": [40, 160, 640, 2560, 10240],
     "sweep_work": 200_000,
@@ -66,6 +70,7 @@ QUICK = {
     "loop_steps": 50,
     "fit_epochs": 60,
     "fit_repeats": 2,
+    "interleaved_pairs": 2,
     "repeats": 2,
     "sweep_batches": [40, 160],
     "sweep_work": 4000,
@@ -120,8 +125,9 @@ def _update_fn(model, data, optimizer, loss="mse"):
     return params, state, x, y, update
 
 
-def _scan_and_loop(model, data, optimizer, *, scan_steps, loop_steps, repeats):
-    """The bare scan and the one-dispatch-per-update loop of the same update."""
+def _scan_and_loop(model, data, optimizer, *, scan_steps, loop_steps, repeats, keep=False):
+    """The bare scan and the one-dispatch-per-update loop of the same update (with
+    `keep`, also the compiled scan and its arguments, for `_interleaved`)."""
     import jax
 
     params, state, x, y, update = _update_fn(model, data, optimizer)
@@ -146,12 +152,41 @@ def _scan_and_loop(model, data, optimizer, *, scan_steps, loop_steps, repeats):
         return value
 
     loop_t = C.repeat(loop, repeats, params, state)
-    return {
+    out = {
         "scan": {"steps_per_call": scan_steps, "compile": scan_compile, "time": scan,
                  "iterations_per_s": scan_steps / scan["median_s"], "final_loss": last},
         "python_loop": {"steps_per_call": loop_steps, "compile": step_compile, "time": loop_t,
                         "iterations_per_s": loop_steps / loop_t["median_s"]},
     }
+    if keep:
+        out["_scan_call"] = (scan_c, (params, state, x, y), scan_steps)
+    return out
+
+
+def _interleaved(scan_call, model, data, optimizer, *, epochs, pairs):
+    """`pairs` alternations of (bare scan, `fit` run) of the same number of updates, in
+    one process: on a shared machine the load changes between measurements taken a
+    minute apart, so the ratio fit ÷ scan is taken per pair (the two measured seconds
+    apart, over about the same wall time) and its median reported."""
+    import jax
+
+    scan_c, args, steps = scan_call
+    calls = max(1, epochs // steps)  # as many scan updates as fit epochs
+
+    def scan_all():
+        for _ in range(calls):
+            jax.block_until_ready(scan_c(*args))
+
+    ratios, scans, fits = [], [], []
+    for _ in range(pairs):
+        scan_s = C.timed(scan_all)[1]
+        fit = _fit_rate(model, data, optimizer, epochs=epochs, repeats=1)["epochs_per_s"]
+        scans.append(calls * steps / scan_s)
+        fits.append(fit)
+        ratios.append(fit / scans[-1])
+    mid = sorted(range(pairs), key=lambda i: ratios[i])[pairs // 2]
+    return {"pairs": pairs, "ratios": ratios, "scan_iterations_per_s": scans,
+            "fit_epochs_per_s": fits, "median_ratio": ratios[mid]}
 
 
 def _fit_rate(model, data, optimizer, *, epochs, repeats):
@@ -220,9 +255,13 @@ def measure(settings: dict, ctx) -> dict:
         data = (jnp.asarray(x64, dtype=dtype), jnp.asarray(y64, dtype=dtype))
         model = _gsympnet(settings, dtype)
         row = _scan_and_loop(model, data, optimizer, scan_steps=settings["scan_steps"],
-                             loop_steps=settings["loop_steps"], repeats=settings["repeats"])
+                             loop_steps=settings["loop_steps"], repeats=settings["repeats"],
+                             keep=True)
         row["fit"] = _fit_rate(model, data, optimizer, epochs=settings["fit_epochs"],
                                repeats=settings["fit_repeats"])
+        row["interleaved"] = _interleaved(row.pop("_scan_call"), model, data, optimizer,
+                                          epochs=settings["fit_epochs"],
+                                          pairs=settings["interleaved_pairs"])
         row.update(dtype=dtype, n_params=_n_params(model), n_pairs=int(x64.shape[0]))
         rows.append(row)
 
@@ -262,6 +301,12 @@ def _pendulum_rows(settings, results):
             compile_s = m["compile"]["total_s"] if "compile" in m else m["compile_s"]
             rows.append({"dtype": r["dtype"], "how": how, "rate": rate, "ratio": rate / scan,
                          "compile_s": compile_s, "final_loss": m.get("final_loss")})
+        if "interleaved" in r:  # the ratio the target is judged on
+            i = r["interleaved"]
+            fits = sorted(i["fit_epochs_per_s"])
+            rows.append({"dtype": r["dtype"], "how": "fit (interleaved)",
+                         "rate": fits[len(fits) // 2], "ratio": i["median_ratio"],
+                         "compile_s": None, "final_loss": None})
     return rows
 
 
@@ -278,6 +323,8 @@ def _targets(settings, results):
     f64 = next((r for r in results["pendulum"] if r["dtype"] == "float64"),
                results["pendulum"][0])
     scan, fit = f64["scan"]["iterations_per_s"], f64["fit"]["epochs_per_s"]
+    inter = f64.get("interleaved")
+    ratio = inter["median_ratio"] if inter else fit / scan
     c, step_c = f64["scan"]["compile"], f64["python_loop"]["compile"]
     return [
         C.target(f"GSympNet pendulum, {f64['dtype']}, one core: iterations/s (scan)",
@@ -292,8 +339,10 @@ def _targets(settings, results):
         ),
         C.target(
             f"GSympNet pendulum, {f64['dtype']}, one core: geomlearn.fit epochs/s vs the "
-            "bare scan", "≥ 0.8 × scan", fit / scan, fit / scan >= TARGET_FIT_RATIO, "× scan",
-            note=f"fit {fit:,.0f} epochs/s, scan {scan:,.0f} it/s",
+            "bare scan", "≥ 0.8 × scan", ratio, ratio >= TARGET_FIT_RATIO, "× scan",
+            note=(f"median of {inter['pairs']} interleaved (scan, fit) pairs; "
+                  f"separately: fit {fit:,.0f} epochs/s, scan {scan:,.0f} it/s"
+                  if inter else f"fit {fit:,.0f} epochs/s, scan {scan:,.0f} it/s"),
         ),
     ]
 
@@ -349,7 +398,10 @@ SPEC = Benchmark(
     ),
     targets=_targets,
     notes=_notes,
-    options=(REPEATS,),
+    options=(REPEATS,
+             Option("--sweep-batches", str, "comma-separated batch sizes of the sweep",
+                    convert=lambda text: [int(v) for v in text.split(",") if v]),
+             Option("--interleaved-pairs", int, "alternations of (scan, fit) for the ratio")),
     one_core=True,
 )
 NAME, DESCRIPTION = SPEC.name, SPEC.description

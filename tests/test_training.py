@@ -507,3 +507,86 @@ def test_several_epochs_per_compiled_call(key, monkeypatch):
     gl.fit(TinyShear(2, key=key()), (x, y), epochs=5, key=key(), progress=False,
            callback=lambda *a: False)
     assert calls == [1] * 5  # a callback sees every epoch
+
+
+# ------------------------------------------------------- Optax's extra arguments (L-BFGS)
+
+
+def test_lbfgs_line_search_runs_inside_fit(key):
+    """`optax.lbfgs()` needs the loss at trial parameters (`value_fn`) for its line search:
+    fit passes Optax's extra arguments `value`, `grad`, `value_fn` of the minibatch."""
+    x, y = rotation_pairs(key(), n=40)
+    model = TinyShear(2, key=key())
+    k = key()
+    _, lbfgs = gl.fit(model, (x, y), epochs=40, optimizer=optax.lbfgs(), loss="mse", key=k,
+                      progress=False)
+    _, adam = gl.fit(model, (x, y), epochs=40, optimizer=optax.adam(1e-2), loss="mse", key=k,
+                     progress=False)
+    assert lbfgs["epoch"] == list(range(1, 41))
+    assert np.all(np.isfinite(lbfgs["loss"]))
+    # the line search makes every step a descent step, and L-BFGS is ahead of Adam
+    assert np.all(np.diff(lbfgs["loss"]) <= 1e-15)
+    assert lbfgs["loss"][-1] < 0.5 * adam["loss"][-1]
+    assert lbfgs["loss"][-1] < 1e-2 * lbfgs["loss"][0]
+
+
+def test_extra_args_reach_the_optimizer(key):
+    """The `value_fn` fit passes is the minibatch loss at the given parameters."""
+    x, y = rotation_pairs(key(), n=16)
+    model = TinyShear(2, key=key())
+    seen = []
+
+    def update(grads, state, params=None, *, value, grad, value_fn, **extra):
+        seen.append(True)
+        zero = jax.tree_util.tree_map(jnp.zeros_like, grads)
+        # report through the state: value == value_fn(params), grad is the gradient
+        check = jnp.stack([value - value_fn(params),
+                           sum(jnp.sum(jnp.abs(a - b)) for a, b in
+                               zip(jax.tree_util.tree_leaves(grad), jax.tree_util.tree_leaves(grads)))])
+        return zero, check
+
+    opt = optax.GradientTransformationExtraArgs(lambda p: jnp.full((2,), jnp.nan), update)
+    gl.fit(model, (x, y), epochs=1, optimizer=opt, loss="mse", key=key(), progress=False,
+           callback=lambda e, m, h: False)
+    assert seen  # traced with the extra arguments
+    inputs = training._resolve(model, (x, y), epochs=1, batch_size=None, optimizer=opt,
+                               loss="mse", prediction_window=None, seq_length=None,
+                               val_data=None, checkpoint=None, checkpoint_every=None,
+                               resume=False, time_budget=None)
+    assert inputs.run.extra_args
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    _, state, _ = training._train_group(params, opt.init(params), 0, 1, key(), inputs.data,
+                                        static=static, run=inputs.run, group=1)
+    np.testing.assert_allclose(np.asarray(state), [0.0, 0.0], atol=1e-15)
+
+
+# ------------------------------------------------------------ one process: no collectives
+
+
+def test_one_process_runs_no_collectives(key, monkeypatch):
+    """The multi-process machinery (all-gathers, the final barrier, the SIGINT flag) is
+    not used by a one-process fit: its speed and its Ctrl-C stay as they were."""
+    import signal
+
+    from jax.experimental import multihost_utils
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a cross-process collective in a one-process fit")
+
+    for name in ("process_allgather", "sync_global_devices", "broadcast_one_to_all"):
+        monkeypatch.setattr(multihost_utils, name, forbidden)
+    before = signal.getsignal(signal.SIGINT)
+    handlers = []
+
+    def watch(epoch, model, history):
+        handlers.append(signal.getsignal(signal.SIGINT))
+        return False
+
+    x, y = rotation_pairs(key(), n=16)
+    _, history = gl.fit(TinyShear(2, key=key()), (x, y), epochs=3, key=key(),
+                        progress=False, callback=watch)
+    assert history["epoch"] == [1, 2, 3] and handlers == [before] * 3
+    _, history = gl.fit(TinyShear(2, key=key()), (x, y), epochs=300, key=key(), progress=False)
+    assert history["epoch"] == list(range(1, 301))
+    with pytest.raises(ValueError, match="epochs"):  # a rejected argument: no all-gather
+        gl.fit(TinyShear(2, key=key()), (x, y), epochs=0, key=key(), progress=False)
