@@ -9,8 +9,9 @@ Four experiments, every network trained with `geomlearn.fit` (float64):
 2. **Linear system, 20 dimensions** (n = 10): `H = zᵀSz/2` with a random symmetric
    positive-definite `S`, exact flow `expm(dt J S)` with `dt = 0.1`; one-step pairs from
    random states; `PSympNet(20, n_layers=40)`, Adam 1e-2, MSE. Reported: training and
-   test MSE, and training throughput (epochs/s, full batch). (strupnet's throughput on the
-   same problem is not measured here: it needs strupnet in a separate environment.)
+   test MSE, and training throughput (epochs/s, full batch). strupnet's throughput on the
+   same problem is measured by `benchmarks/strupnet_peer.py`, run in a separate
+   benchmark-only environment with PyTorch (never a dependency of geomlearn).
 3. **Symmetric compositions on the pendulum**: the SympNets pendulum data
    (`datasets.pendulum_sympnets()`), `PSympNet(2, n_layers=8, max_degree=4)` and
    `GSympNet(2, n_layers=4, width=16)` with and without `symmetric=True`, same training;
@@ -20,6 +21,10 @@ Four experiments, every network trained with `geomlearn.fit` (float64):
    `LagrangianNeuralNetwork(2, width=64, depth=2)` and a baseline MLP that learns `q̈`
    directly (the same `fit`, through a thin model wrapper), both rolled out with RK4 from
    a test state; the true energy along each rollout (figure `new_families_energy.png`).
+   Both are trained with Adam, a cosine schedule from 1e-2 to 1e-4, MSE, full batch. The
+   LNN starts from its default initialisation (kinetic prior, see
+   `LagrangianNeuralNetwork`); its Hessian conditioning and q̈ at initialisation are
+   recorded.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from ._harness import Benchmark, Column, Option, Table
 
 FULL = {"sho_epochs": 1000, "linear_epochs": 3000, "linear_samples": 400,
         "pendulum_epochs": 20000, "rollout_steps": 10000, "lnn_epochs": 3000,
-        "lnn_samples": 1000, "lnn_steps": 2000, "sizes": "full"}
+        "lnn_samples": 1000, "lnn_steps": 5000, "sizes": "full"}
 QUICK = {"sho_epochs": 5, "linear_epochs": 2, "linear_samples": 8,
          "pendulum_epochs": 2, "rollout_steps": 20, "lnn_epochs": 2,
          "lnn_samples": 16, "lnn_steps": 10, "sizes": "tiny"}
@@ -213,11 +218,20 @@ def _double_pendulum(settings, out):
     truth = jax.vmap(lambda z: lagrangian_state(z)[0])(
         gl.integrators.integrate(system, momenta(x0), dt, steps, method="gauss_legendre6", substeps=2))
     E0 = float(system.hamiltonian(momenta(x0)))
+    # the LNN at its default initialisation (kinetic prior ½q̇ᵀq̇, small output layer):
+    # the conditioning of the velocity Hessian and the size of q̈ over the training states
+    hess = jax.vmap(lambda x: jax.hessian(lnn._L)(x)[n:, n:])(X)
+    acc0 = jax.vmap(lambda x: lnn.acceleration(x[:n], x[n:]))(X)
+    init = {"cond_max": float(jnp.max(jnp.linalg.cond(hess))),
+            "acc_max": float(jnp.max(jnp.abs(acc0))),
+            "acc_rms_data": float(jnp.sqrt(jnp.mean(jnp.square(A))))}
+    epochs = settings["lnn_epochs"]
     for name, model in (("LNN", lnn), ("baseline MLP q̈", base)):
         t0 = time.perf_counter()
         try:
-            model, history = gl.fit(model, (X, A), epochs=settings["lnn_epochs"],
-                                    optimizer=optax.adam(1e-3), loss="mse",
+            schedule = optax.cosine_decay_schedule(1e-2, epochs, alpha=1e-2)
+            model, history = gl.fit(model, (X, A), epochs=epochs,
+                                    optimizer=optax.adam(schedule), loss="mse",
                                     key=jax.random.PRNGKey(9), progress=False)
         except Exception as error:  # the LNN's singular-Hessian error (raised through XLA)
             if "singular or badly conditioned" not in str(error):
@@ -234,10 +248,12 @@ def _double_pendulum(settings, out):
         traj = eqx.filter_jit(rk4)(field, x0, dt, steps)
         energy = np.asarray(jax.vmap(lambda x: system.hamiltonian(momenta(x)))(traj))
         curves[name] = energy
+        err = np.linalg.norm(np.asarray(traj - truth), axis=-1)
         results.append({
-            "name": name, "final_loss": history["loss"][-1], "train_s": train_s,
-            "energy": float(np.max(np.abs(energy - E0)) / abs(E0)),
-            "err": float(np.max(np.linalg.norm(np.asarray(traj - truth), axis=-1))),
+            "name": name, "initial_loss": history["loss"][0], "final_loss": history["loss"][-1],
+            "train_s": train_s, "energy": float(np.max(np.abs(energy - E0)) / abs(E0)),
+            "energy_final": float(abs(energy[-1] - E0) / abs(E0)),
+            "err": float(np.max(err)), "err_1": float(np.max(err[: int(round(1.0 / dt)) + 1])),
         })
     try:
         import matplotlib
@@ -250,6 +266,7 @@ def _double_pendulum(settings, out):
         for name, energy in curves.items():
             ax.plot(t, (energy - E0) / abs(E0), label=name)
         ax.set_xlabel("t"); ax.set_ylabel("relative energy error")  # noqa: E702
+        ax.set_yscale("symlog", linthresh=1e-4)
         ax.set_title("double pendulum: learned dynamics rolled out with RK4")
         ax.legend()
         fig.tight_layout()
@@ -257,7 +274,7 @@ def _double_pendulum(settings, out):
         plt.close(fig)
     except ImportError:  # matplotlib is an optional extra
         pass
-    return results
+    return results, init
 
 
 def measure(settings: dict, ctx) -> dict:
@@ -268,8 +285,9 @@ def measure(settings: dict, ctx) -> dict:
     ctx.log("pendulum, symmetric compositions …")
     pendulum = _pendulum_symmetric(settings)
     ctx.log("double pendulum, LNN …")
-    lnn = _double_pendulum(settings, ctx.out)
-    return {"sho": [sho], "linear": [linear], "pendulum": pendulum, "lnn": lnn}
+    lnn, lnn_init = _double_pendulum(settings, ctx.out)
+    return {"sho": [sho], "linear": [linear], "pendulum": pendulum, "lnn": lnn,
+            "lnn_init": lnn_init}
 
 
 SPEC = Benchmark(
@@ -302,25 +320,34 @@ SPEC = Benchmark(
             Column("energy", "energy error", ".2e"),
             Column("train_s", "train (s)", ".1f"),
         ), rows="pendulum"),
-        Table("Double pendulum, {lnn_epochs} epochs, RK4 rollout of {lnn_steps} steps (dt 0.01)", (
+        Table("Double pendulum, {lnn_samples} states, {lnn_epochs} epochs, RK4 rollout of {lnn_steps} steps (dt 0.01)", (
             Column("name", "network"),
+            Column("initial_loss", "first-epoch MSE (q̈)", ".1e"),
             Column("final_loss", "train MSE (q̈)", ".1e"),
             Column("energy", "max rel. energy error", ".2e"),
+            Column("energy_final", "final rel. energy error", ".2e"),
+            Column("err_1", "max state error, t <= 1", ".2e"),
             Column("err", "max state error", ".2e"),
             Column("train_s", "train (s)", ".1f"),
         ), rows="lnn"),
     ),
     notes=lambda settings, results: [
         "strupnet's numbers are those it reports for the same SHO setting; its throughput "
-        "on the 20-dim system was not measured (needs a separate environment)"] + [
+        "on the 20-dim system: benchmarks/strupnet_peer.py, in a separate environment"] + [
         f"{row['name']} training stopped: {row['failed']}" for row in results["lnn"]
-        if "failed" in row],
+        if "failed" in row] + [
+        "LNN at its default initialisation on the training states: condition number of the "
+        f"velocity Hessian <= {results['lnn_init']['cond_max']:.3g}, |q̈| <= "
+        f"{results['lnn_init']['acc_max']:.2g} (data: rms q̈ "
+        f"{results['lnn_init']['acc_rms_data']:.2g})"],
     options=(
         Option("--epochs", int, "P-SympNet epochs for the SHO (default 1000)", setting="sho_epochs"),
         Option("--linear-epochs", int, "epochs on the 20-dim linear system (default 3000)"),
         Option("--pendulum-epochs", int, "epochs of the plain/symmetric pendulum SympNets (default 20000)"),
         Option("--rollout-steps", int, "pendulum rollout steps (default 10000)"),
         Option("--lnn-epochs", int, "epochs of the LNN and the baseline (default 3000)"),
+        Option("--lnn-samples", int, "double-pendulum training states (default 1000)"),
+        Option("--lnn-steps", int, "double-pendulum rollout steps of dt 0.01 (default 5000)"),
     ),
 )
 NAME, DESCRIPTION = SPEC.name, SPEC.description
