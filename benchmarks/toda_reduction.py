@@ -12,18 +12,23 @@ This benchmark, on the same problem:
 1. integrates the full model (implicit midpoint, 8000 steps) and times it (a second,
    compiled run);
 2. builds the PSD (one SVD) and trains a `SymplecticAutoencoder` (snapshots every 4th
-   step, `riemannian_adam`, started from the PSD by `initialize_from_psd`, a wall-clock
-   budget `ae_budget_s` per reduced dimension) at reduced dimensions 2 and 8;
+   step, `riemannian_adam` with a cosine learning-rate schedule, started from the PSD by
+   `initialize_from_psd`, a fixed number `ae_epochs` of epochs — not a wall-clock
+   budget, so the result does not depend on the machine's load) at reduced dimensions 2
+   and 8, and at 2n = 2 with further seeds (`extra_seeds`) to show the projection-error
+   ratio is not one lucky initialisation;
 3. reports the projection error of each at several times, integrates the reduced
    Hamiltonian system of each (implicit midpoint, online phase (a)) and reports the
    reduction error and wall time;
-4. trains a `GSympNet` on the encoded trajectory (reduced one-step pairs; budget
-   `nn_budget_s`) and rolls it out from the encoded initial state, decoding every state
-   (online phase (b)): reduction error and wall time.
+4. trains a `GSympNet` on the encoded trajectory (reduced one-step pairs) by
+   Levenberg–Marquardt (`nn_iterations` iterations) and rolls it out from the encoded
+   initial state (online phase (b)): in the reduced space with one decode at the end
+   (the online phase proper), and decoding every state; reduction error and wall time.
 
 **Budget.** The reference trains a 904,366-parameter autoencoder for 262,144 epochs on a
 GPU; here (2 shared CPU cores) the autoencoders have gradient layers of width 16
-(about 35k parameters) and train for a couple of minutes. Set
+(82k parameters at 2n = 2, most of them in the Stiefel matrices) and train for
+`ae_epochs` epochs of 4 minibatches (a few minutes). Set
 `OPENBLAS_NUM_THREADS=1` on a shared machine: the Cayley retraction's small linear
 solve is otherwise slowed a hundredfold by thread oversubscription.
 """
@@ -42,15 +47,16 @@ DESCRIPTION = ("Toda lattice (400 dims): PSD vs symplectic autoencoder at reduce
                "8; reduced Hamiltonian system and a learned reduced SympNet vs full implicit midpoint")
 
 FULL = dict(n_particles=200, n_steps=8000, dt=0.1, stride=4, dims=(2, 8), width=16,
-            ae_budget_s=110.0, nn_budget_s=30.0, nn_layers=4, nn_width=16,
-            times=(100.0, 200.0, 400.0, 800.0))
+            ae_epochs=300, ae_lr=1e-2, batch=500, extra_seeds=(1,), nn_iterations=300,
+            nn_layers=4, nn_width=16, times=(100.0, 200.0, 400.0, 800.0))
 QUICK = dict(n_particles=10, n_steps=60, dt=0.1, stride=2, dims=(2,), width=4,
-             ae_budget_s=2.0, nn_budget_s=1.0, nn_layers=2, nn_width=4, times=(3.0, 6.0))
+             ae_epochs=5, ae_lr=1e-2, batch=500, extra_seeds=(1,), nn_iterations=5,
+             nn_layers=2, nn_width=4, times=(3.0, 6.0))
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--ae-budget-s", type=float, default=None,
-                        help="seconds of autoencoder training per reduced dimension")
+    parser.add_argument("--ae-epochs", type=int, default=None,
+                        help="epochs of autoencoder training per reduced dimension")
 
 
 def _stiefel_max_residual(model):
@@ -63,25 +69,46 @@ def _stiefel_max_residual(model):
                if isinstance(x, StiefelMatrix))
 
 
-def run(*, quick: bool = False, out=None, ae_budget_s=None, **_ignored) -> dict:
+def _train_autoencoder(gl, S, k, s, seed):
+    """A `SymplecticAutoencoder` 400 → k started from the PSD and trained for
+    `ae_epochs` epochs by Riemannian Adam with a cosine schedule `ae_lr` → `ae_lr / 100`."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from geomlearn.manifolds import riemannian_adam
+
+    ae = gl.SymplecticAutoencoder(S.shape[-1], k, width=s["width"],
+                                  key=jax.random.PRNGKey(k + 100 * seed), dtype=jnp.float64)
+    ae = gl.models.initialize_from_psd(ae, S)
+    batch = min(s["batch"], S.shape[0])
+    steps = s["ae_epochs"] * (S.shape[0] // batch)
+    schedule = optax.cosine_decay_schedule(s["ae_lr"], steps, alpha=1e-2)
+    t0 = time.perf_counter()
+    ae, hist = gl.fit(ae, (S, S), epochs=s["ae_epochs"], batch_size=batch,
+                      optimizer=riemannian_adam(schedule),
+                      key=jax.random.PRNGKey(10 + k + 100 * seed), progress=False)
+    return ae, hist, time.perf_counter() - t0
+
+
+def run(*, quick: bool = False, out=None, ae_epochs=None, **_ignored) -> dict:
     C.enable_x64()
     import jax
     import jax.numpy as jnp
-    import numpy as np
 
     import geomlearn as gl
     from geomlearn.integrators import IntegrationError, integrate
-    from geomlearn.manifolds import riemannian_adam
     from geomlearn.reduction import (
         ReducedHamiltonianSystem,
         immersion_residual,
+        projection_error,
         proper_symplectic_decomposition,
     )
 
     started = time.perf_counter()
     s = dict(QUICK if quick else FULL)
-    if ae_budget_s is not None:
-        s["ae_budget_s"] = float(ae_budget_s)
+    if ae_epochs is not None:
+        s["ae_epochs"] = int(ae_epochs)
     toda = gl.systems.TodaLattice(s["n_particles"])
     z0 = toda.default_initial_conditions(jnp.float64)[0]
     n_steps, dt = s["n_steps"], s["dt"]
@@ -104,15 +131,8 @@ def run(*, quick: bool = False, out=None, ae_budget_s=None, **_ignored) -> dict:
     rows, speed_rows, results = [], [], {"full_s": full_s}
     for k in s["dims"]:
         psd = proper_symplectic_decomposition(S, k)
-        ae = gl.SymplecticAutoencoder(toda.dim, k, width=s["width"],
-                                      key=jax.random.PRNGKey(k), dtype=jnp.float64)
-        ae = gl.models.initialize_from_psd(ae, S)
-        t0 = time.perf_counter()
-        ae, hist = gl.fit(ae, (S, S), epochs=100000, batch_size=min(500, S.shape[0]),
-                          optimizer=riemannian_adam(3e-3), key=jax.random.PRNGKey(10 + k),
-                          progress=False, time_budget=s["ae_budget_s"])
-        ae_train_s = time.perf_counter() - t0
-        ae_info = dict(epochs=len(hist["loss"]), train_s=ae_train_s,
+        ae, hist, ae_train_s = _train_autoencoder(gl, S, k, s, seed=0)
+        ae_info = dict(epochs=len(hist["loss"]), train_s=ae_train_s, final_loss=hist["loss"][-1],
                        stiefel_residual=_stiefel_max_residual(ae),
                        immersion_residual=float(max(
                            immersion_residual(ae.decode, ae.encode(X[i])) for i in idx)),
@@ -143,9 +163,11 @@ def run(*, quick: bool = False, out=None, ae_budget_s=None, **_ignored) -> dict:
         Yenc = jax.vmap(ae.encode)(X)
         net = gl.GSympNet(k, n_layers=s["nn_layers"], width=s["nn_width"],
                           key=jax.random.PRNGKey(20 + k), dtype=jnp.float64)
-        net, nn_hist = gl.fit(net, (Yenc[:-1], Yenc[1:]), epochs=100000,
-                              batch_size=min(1000, n_steps), key=jax.random.PRNGKey(30 + k),
-                              progress=False, time_budget=s["nn_budget_s"])
+        t0 = time.perf_counter()
+        net, nn_hist = gl.fit(net, (Yenc[:-1], Yenc[1:]), epochs=s["nn_iterations"],
+                              optimizer=gl.LevenbergMarquardt(), key=jax.random.PRNGKey(30 + k),
+                              progress=False)
+        nn_train_s = time.perf_counter() - t0
         model = gl.models.ReducedIntegrator.from_parts(ae, net, n_layers=s["nn_layers"],
                                                        width=s["nn_width"])
         task = model.task()
@@ -168,7 +190,23 @@ def run(*, quick: bool = False, out=None, ae_budget_s=None, **_ignored) -> dict:
                          **{f"red_{int(t)}": v for t, v in zip(s["times"], nn_err)}, note=""))
         speed_rows.append(dict(dim=k, method="autoencoder + learned GSympNet (incl. decode)",
                                seconds=t_nn, speedup=full_s / t_nn, error_end=nn_err[-1]))
-        results[f"gsympnet_{k}"] = dict(epochs=len(nn_hist["loss"]), loss=nn_hist["loss"][-1])
+        results[f"gsympnet_{k}"] = dict(iterations=len(nn_hist["loss"]), loss=nn_hist["loss"][-1],
+                                        train_s=nn_train_s)
+
+    # reliability: the projection-error ratio at the first reduced dimension, more seeds
+    k0 = s["dims"][0]
+    psd0 = proper_symplectic_decomposition(S, k0)
+    psd_proj = float(projection_error(psd0, X))
+    ratios = [psd_proj / next(r["proj_all"] for r in rows
+                              if r["dim"] == k0 and r["method"] == "autoencoder")]
+    for seed in s["extra_seeds"]:
+        ae_s, hist_s, secs = _train_autoencoder(gl, S, k0, s, seed=seed)
+        proj = float(projection_error(ae_s, X))
+        ratios.append(psd_proj / proj)
+        results[f"autoencoder_{k0}_seed{seed}"] = dict(
+            proj_all=proj, ratio=psd_proj / proj, train_s=secs, final_loss=hist_s["loss"][-1],
+            stiefel_residual=_stiefel_max_residual(ae_s))
+    results["ratios_all_seeds"] = ratios
 
     speed_rows.insert(0, dict(dim=toda.dim, method="full order (implicit midpoint)",
                               seconds=full_s, speedup=1.0, error_end=0.0))
@@ -186,22 +224,23 @@ def run(*, quick: bool = False, out=None, ae_budget_s=None, **_ignored) -> dict:
     def row(k, m):
         return next(r for r in rows if r["dim"] == k and r["method"] == m)
 
-    k0 = s["dims"][0]
-    ratio = row(k0, "PSD")["proj_all"] / row(k0, "autoencoder")["proj_all"]
+    ratio = min(ratios)  # the worst seed
     nn_speed = next(r for r in speed_rows if r["dim"] == k0 and "last only" in r["method"])["speedup"]
     targets = C.quick_targets([
-        C.target(f"autoencoder projection error ≥ 5× below PSD at 2n={k0}", "≥ 5", ratio,
-                 ratio >= 5, "×"),
+        C.target(f"autoencoder projection error ≥ 5× below PSD at 2n={k0} "
+                 f"(worst of {len(ratios)} seeds)", "≥ 5", ratio, ratio >= 5, "×"),
         C.target(f"learned reduced integrator ≥ 100× faster than full order (2n={k0})",
                  "≥ 100", nn_speed, nn_speed >= 100, "×"),
     ], quick)
     results["ratio_proj_psd_over_ae"] = ratio
-    payload = C.make_payload(NAME, quick=quick, options={"ae_budget_s": ae_budget_s},
+    payload = C.make_payload(NAME, quick=quick, options={"ae_epochs": ae_epochs},
                              settings=s, results=results, targets=targets, started=started,
                              tables=tables, notes=[
                                  "shortened reproduction on 2 shared CPU cores: small "
-                                 "autoencoders (width 16) trained for ae_budget_s seconds "
-                                 "each; the reference: 904,366 parameters, 262,144 epochs, GPU",
-                                 "the learned GSympNet is trained on reduced one-step pairs "
-                                 "(the encoded trajectory), not on full-space targets"])
+                                 "autoencoders (width 16) trained for ae_epochs epochs each "
+                                 "(cosine schedule); the reference: 904,366 parameters, "
+                                 "262,144 epochs, GPU",
+                                 "the learned GSympNet is trained by Levenberg–Marquardt on "
+                                 "reduced one-step pairs (the encoded trajectory), not on "
+                                 "full-space targets"])
     return C.finish(out, payload)

@@ -1,9 +1,12 @@
 r"""The `geomlearn` command: a thin shell over the library (`geomlearn --help`).
 
 Models come from `geomlearn.models.MODELS`, data from `geomlearn.datasets.for_system`,
-training from `geomlearn.fit` (trainer: `geomlearn.training.choose_trainer`), evaluation
-and the structure check from `geomlearn.evaluate` / `geomlearn.check_structure`, figures
-from `geomlearn.plotting`. `geomlearn train` writes a run folder (`geomlearn.io.run_folder`)
+training from `geomlearn.fit`. The trainer, evaluation, report figure and structure check
+come from the model's registry entry (`geomlearn.models.registry.ModelSpec`): for an
+integrator `geomlearn.training.choose_trainer`, `geomlearn.evaluate`,
+`geomlearn.plotting.report` and `geomlearn.check_structure`; for a reduction (the
+symplectic autoencoder) Riemannian Adam from the PSD, `geomlearn.reduction.evaluate_reduction`,
+`geomlearn.plotting.reduction_report` and `geomlearn.reduction.check_immersion`. `geomlearn train` writes a run folder (`geomlearn.io.run_folder`)
 with `model.geomlearn`, `run.json` (the options), `history.json`, `metrics.json` and
 `report.png`. Exit status: 0 success, 1 a failed `check` or training, 2 a usage error (one line
 `geomlearn: error: …`, nothing written), 130 interrupted (what was trained is saved and
@@ -67,10 +70,10 @@ def _train(args) -> int:
     import jax
 
     from . import datasets, io as gio
-    from .evaluation import evaluate, fmt
+    from .evaluation import fmt
     from .io import write_json
     from .systems import SYSTEMS
-    from .training import TrainingInterrupted, choose_trainer, fit
+    from .training import TrainingInterrupted, fit
 
     for flag, value in (("--epochs", args.epochs), ("--batch-size", args.batch_size),
                         ("--seq-length", args.seq_length), ("--n-trajectories", args.n_trajectories),
@@ -100,14 +103,14 @@ def _train(args) -> int:
                                          n_trajectories=args.n_trajectories, seed=args.seed)
     x, _, task = _user(model.training_samples, train, _user(model.task, **fit_options))
     n_samples = int(x.shape[0])
-    _user(jax.eval_shape, lambda z: model.step(z, task), x[0])  # a model that cannot be iterated
+    model = _user(spec.prepare, model, task, x[0], train)  # e.g. a model that cannot be iterated
     if n_samples < 1:
         raise CLIError(f"the data give no training samples for {spec.name} with {fit_options}")
     batch = args.batch_size if args.batch_size is not None else (n_samples if n_samples <= 512 else 256)
     if batch > n_samples:
         raise CLIError(f"--batch-size {batch} exceeds the {n_samples} training samples")
-    optimizer, epochs, budget, how = choose_trainer(
-        model, n_samples, trainer=args.trainer, epochs=args.epochs, time_budget=args.time_budget)
+    optimizer, epochs, budget, how = _user(spec.trainer, model, n_samples, batch_size=batch,
+                                           trainer=args.trainer, epochs=args.epochs, time_budget=args.time_budget)
     out = _user(gio.run_folder, args.out, prefix=f"{system_name}-{spec.name}", force=args.force)
     run = {
         "system": system_name, "model": spec.name, "model_class": spec.cls.__name__,
@@ -138,13 +141,13 @@ def _train(args) -> int:
         print(f"geomlearn: interrupted after {len(history['epoch'])} epochs; saved the model "
               f"trained so far to {out}/", file=sys.stderr)
         return 130
-    result = evaluate(model, system, held_out, **fit_options)
+    result = spec.evaluate(model, system, held_out, **fit_options)
     metrics = dict(result, training_seconds=fit_seconds, epochs=len(history["epoch"]),
                    final_loss=history["loss"][-1] if history["loss"] else None,
                    final_val_loss=history["val_loss"][-1] if history["val_loss"] else None)
     write_json(out / "metrics.json", metrics)
     wrote = [MODEL_FILE, "run.json", "history.json", "metrics.json"]
-    if _report(out, run, history, result):
+    if spec.report(out / "report.png", run=run, history=history, evaluation=result):
         wrote.append("report.png")
     extra = [("trainer", how), ("epochs", f"{metrics['epochs']} in {fit_seconds:.3g} s"),
              ("final loss", f"training {fmt(metrics['final_loss'])}   validation "
@@ -155,15 +158,6 @@ def _train(args) -> int:
               "converged (too few epochs, or a poor local minimum) — try more --epochs or another --seed")
     print(f"  wrote {out}/ ({', '.join(wrote)}) in {time.perf_counter() - started:.1f} s")
     return 0
-
-
-def _report(out, run, history, result) -> bool:
-    from .plotting import report
-
-    return report(out / "report.png", history=history, evaluation=result,
-                  loss_name=run.get("loss", "relative"), labels=run.get("labels") or (),
-                  canonical=bool(run.get("canonical", True)))
-
 
 
 def _load_run(directory: str, *, need_run: bool):
@@ -192,8 +186,8 @@ def _load_run(directory: str, *, need_run: bool):
 
 def _evaluate_cmd(args) -> int:
     from . import datasets
-    from .evaluation import evaluate
     from .io import write_json
+    from .models.registry import spec_of
     from .systems import SYSTEMS
 
     out, model, run = _load_run(args.dir, need_run=True)
@@ -205,7 +199,8 @@ def _evaluate_cmd(args) -> int:
     options = {k: run[k] for k in ("seq_length", "prediction_window") if run.get(k) is not None}
     history = (_read_json(out / "history.json", lists=("epoch", "loss", "val_loss"))
                if (out / "history.json").exists() else None)  # read before writing anything
-    result = evaluate(model, system, held_out, **options)
+    spec = spec_of(model)
+    result = spec.evaluate(model, system, held_out, **options)
     metrics = dict(result)
     if (out / "metrics.json").exists():
         previous = _read_json(out / "metrics.json")
@@ -213,7 +208,7 @@ def _evaluate_cmd(args) -> int:
                                                  "final_val_loss") if k in previous})
     write_json(out / "metrics.json", metrics)
     if history is not None:
-        _report(out, run, history, result)
+        spec.report(out / "report.png", run=run, history=history, evaluation=result)
     print(result.summary(title=f"{metrics['model']} on {metrics['system']} ({out})", metrics=metrics))
     return 0
 
@@ -222,7 +217,7 @@ def _check_cmd(args) -> int:
     import jax
     import jax.numpy as jnp
 
-    from .evaluation import check_structure
+    from .models.registry import spec_of
 
     if args.points < 1:
         raise CLIError(f"--points must be at least 1, got {args.points}")
@@ -234,7 +229,7 @@ def _check_cmd(args) -> int:
                  data_dt=0.1)
     shape = model.state_shape(task)
     points = jax.random.normal(jax.random.PRNGKey(0), (args.points, *shape), dtype=jnp.float64)
-    result = check_structure(model, points, prediction_window=task.prediction_window, dt=task.dt)
+    result = spec_of(model).check(model, points, prediction_window=task.prediction_window, dt=task.dt)
     print(result.report(title=f"{type(model).__name__} ({out})"))
     return 0 if result.passed else 1
 

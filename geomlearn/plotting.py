@@ -10,7 +10,24 @@ from __future__ import annotations
 import pathlib
 import sys
 
-__all__ = ["report"]
+__all__ = ["report", "reduction_report"]
+
+
+def _pyplot(path):
+    """matplotlib's pyplot (Agg backend), or `None` with a message when it is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(
+            f"geomlearn: matplotlib is not installed, so {pathlib.Path(path).name} was not written; "
+            'install it with pip install "geomlearn[plot]"',
+            file=sys.stderr,
+        )
+        return None
+    return plt
 
 
 def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
@@ -25,17 +42,8 @@ def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
 
     **Returns:** `True`, or `False` (with a message on stderr) when matplotlib is missing.
     """
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(
-            f"geomlearn: matplotlib is not installed, so {pathlib.Path(path).name} was not written; "
-            'install it with pip install "geomlearn[plot]"',
-            file=sys.stderr,
-        )
+    plt = _pyplot(path)
+    if plt is None:
         return False
     import numpy as np
 
@@ -80,5 +88,82 @@ def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
     fig.suptitle(f"{metrics['model']} on {metrics['system']} ({metrics['structure']})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def reduction_report(path, *, history, evaluation, loss_name: str = "relative",
+                     profile_fractions=(0.0, 0.25, 0.5, 1.0)) -> bool:
+    r"""Write the report of a model reduction (what `geomlearn train` writes for a
+    `SymplecticAutoencoder`): the full solution against the reduced one.
+
+    Top row: the positions $q_1..q_N$ over the lattice index at the times
+    `profile_fractions` of the horizon — the full solution (the travelling wave packet), its projection
+    $\Psi^d(\Psi^e(x))$ and the decoded reduced solution $\Psi^d(y(t))$. Bottom row: the
+    relative projection errors (autoencoder and PSD) and reduction error over time, the
+    reduced solution in its coordinates $(\tilde q_1, \tilde p_1)$, and the loss curves.
+
+    **Arguments:** `path`; `history` (from `fit`); `evaluation` (a
+    `geomlearn.reduction.ReductionEvaluation`); `loss_name`; `profile_fractions` (at least
+    three).
+
+    **Returns:** `True`, or `False` (with a message on stderr) when matplotlib is missing.
+    """
+    plt = _pyplot(path)
+    if plt is None:
+        return False
+    import numpy as np
+
+    m, ev = evaluation, evaluation
+    X, P, D = (None if a is None else np.asarray(a, dtype=np.float64)
+               for a in (ev.full, ev.projected, ev.decoded))
+    N = X.shape[1] // 2
+    n_profiles = len(profile_fractions)
+    if n_profiles < 3:
+        raise ValueError(f"profile_fractions needs at least 3 entries, got {profile_fractions}")
+    idx = (np.asarray(profile_fractions, dtype=np.float64) * (X.shape[0] - 1)).round().astype(int)
+    fig, axes = plt.subplots(2, n_profiles, figsize=(4 * n_profiles, 7.6), squeeze=False)
+    for ax, i in zip(axes[0], idx):
+        ax.plot(X[i, :N], "k-", lw=2.5, alpha=0.35, label="full order")
+        ax.plot(P[i, :N], "C0--", lw=1.3, label="projection Ψ_dec(Ψ_enc(x))")
+        if D is not None:
+            ax.plot(D[i, :N], "C3-", lw=1.0, label="reduced solution Ψ_dec(y)")
+        ax.set_title(f"q at t = {ev.times[i]:g}")
+        ax.set_xlabel("lattice index n")
+    axes[0, 0].set_ylabel("q_n")
+    axes[0, 0].legend(loc="best", fontsize=8)
+    ax = axes[1, 0]
+    floor = lambda v: np.maximum(v, 1e-17)  # noqa: E731
+    ax.semilogy(ev.times, floor(ev.series["projection"]), "C0-", label=f"projection, {m['model']}")
+    ax.semilogy(ev.times, floor(ev.series["psd_projection"]), "C2-", label="projection, PSD")
+    if ev.series["reduction"] is not None:
+        ax.semilogy(ev.times, floor(ev.series["reduction"]), "C3-", label="reduction (reduced H)")
+    ax.set_xlabel("time")
+    ax.set_ylabel("relative error")
+    ax.set_title("error over time")
+    ax.legend(loc="best", fontsize=8)
+    ax = axes[1, 1]
+    n = m["reduced_dim"] // 2
+    if ev.reduced is not None:
+        Y = np.asarray(ev.reduced, dtype=np.float64)
+        ax.plot(Y[:, 0], Y[:, n], "C3-", lw=0.8)
+    ax.set_xlabel("q~1")
+    ax.set_ylabel("p~1")
+    ax.set_title("reduced solution" if ev.reduced is not None else "reduced integration failed")
+    ax = axes[1, 2]
+    ax.semilogy(history["epoch"], history["loss"], "C0-", label="training")
+    val = [v for v in history["val_loss"] if v is not None]
+    if len(val) == len(history["epoch"]):
+        ax.semilogy(history["epoch"], val, "C1-", label="validation")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(f"{loss_name} loss")
+    ax.set_title("training")
+    ax.legend(loc="best", fontsize=8)
+    for ax in axes[1, 3:]:
+        ax.axis("off")
+    fig.suptitle(f"{m['model']} {m['full_dim']} → {m['reduced_dim']} on {m['system']}: "
+                 "full against reduced solution")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return True

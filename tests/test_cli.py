@@ -207,3 +207,76 @@ def test_version_help_examples_and_a_closed_pipe(capsys):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=300) == 0
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+# ------------------------------------------------------------ model reduction (issue 15)
+
+
+@pytest.fixture(scope="module")
+def autoencoder_run(tmp_path_factory):
+    """`geomlearn train --system toda_lattice --model symplectic-autoencoder` for one epoch."""
+    out = tmp_path_factory.mktemp("run") / "toda"
+    rc = cli.main(["train", "--system", "toda_lattice", "--model", "symplectic-autoencoder",
+                   "--reduced-dim", "2", "--epochs", "1", "--out", str(out)])
+    assert rc == 0
+    return out
+
+
+def test_train_a_symplectic_autoencoder_writes_a_reduction_run(autoencoder_run, capsys):
+    out = autoencoder_run
+    for name in ("model.geomlearn", "run.json", "history.json", "metrics.json", "report.png"):
+        assert (out / name).is_file(), name
+    assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    run = strict_json(out / "run.json")
+    assert (run["model"], run["model_class"]) == ("symplectic-autoencoder", "SymplecticAutoencoder")
+    assert run["epochs"] == 1 and "Riemannian Adam" in run["trainer"] and "PSD" in run["trainer"]
+    model = gl.load(out / "model.geomlearn")
+    assert isinstance(model, gl.SymplecticAutoencoder) and model.reduced_dim == 2
+    m = strict_json(out / "metrics.json")
+    times = {"t=100", "t=200", "t=400", "t=800", "all"}  # 1/8 … 1 of t ∈ [0, 800]
+    assert set(m["projection_error"]) == set(m["psd_projection_error"]) == times
+    assert set(m["reduction_error"]) == times and m["reduction_failed"] is None
+    assert (m["full_dim"], m["reduced_dim"], m["n_steps"], m["epochs"]) == (400, 2, 8000, 1)
+    # started from the PSD and trained one epoch: never worse than the PSD it started from
+    assert m["projection_error"]["all"] < m["psd_projection_error"]["all"]
+    assert 0.6 < m["psd_projection_error"]["all"] < 0.8  # the PSD "utterly fails" at 2n = 2
+    assert m["immersion_residual"] < 1e-12 and m["immersion_passed"] is True
+    assert m["reduced_energy_drift"] < 1e-6  # implicit midpoint: H∘Ψ_dec stays near its start
+    assert m["full_order_seconds"] > 0 and m["reduced_seconds"] > 0
+
+
+def test_evaluate_and_check_an_autoencoder_run(autoencoder_run, capsys):
+    out = autoencoder_run
+    before = strict_json(out / "metrics.json")
+    assert cli.main(["evaluate", str(out)]) == 0
+    after = strict_json(out / "metrics.json")
+    assert after["projection_error"] == pytest.approx(before["projection_error"], rel=1e-12)
+    assert after["epochs"] == before["epochs"]  # kept from training
+    text = capsys.readouterr().out
+    assert "projection error" in text and "PSD (2n = 2)" in text and "reduction error" in text
+    assert cli.main(["check", str(out), "--points", "4"]) == 0
+    text = capsys.readouterr().out
+    assert "symplectic immersion" in text and "immersion" in text and "PASS" in text
+    assert "FAIL" not in text
+
+
+def test_check_fails_an_autoencoder_off_its_manifold(autoencoder_run, tmp_path, capsys):
+    """Negative control: a decoder Stiefel matrix scaled by 1.1 (off the manifold) is no
+    longer a symplectic immersion, and `check` must say so."""
+    model = gl.load(autoencoder_run / "model.geomlearn")
+    bad = eqx.tree_at(lambda m: m.decoder_blocks[-1][1].weight.value, model,
+                      1.1 * model.decoder_blocks[-1][1].weight.value)
+    gl.save(tmp_path / "model.geomlearn", bad)
+    assert cli.main(["check", str(tmp_path), "--points", "3"]) == 1
+    text = capsys.readouterr().out
+    assert "FAIL" in text and "immersion" in text
+
+
+def test_autoencoder_usage_errors(tmp_path, capsys):
+    argv = ["train", "--system", "toda_lattice", "--model", "symplectic-autoencoder",
+            "--out", str(tmp_path / "o")]
+    assert cli.main(argv + ["--trainer", "lm"]) == 2
+    assert "Riemannian Adam" in capsys.readouterr().err
+    assert cli.main(argv + ["--reduced-dim", "3"]) == 2
+    assert "reduced_dim must be even" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -136,3 +136,66 @@ def test_reduced_system_with_an_autoencoder(toda_data, key):
         ReducedHamiltonianSystem(TodaLattice(n_particles=10), ae)
     with pytest.raises(TypeError):
         ReducedHamiltonianSystem(gl.systems.RigidBody(), ae)
+
+
+# ------------------------------------------- evaluate_reduction and check_immersion
+
+
+def test_evaluate_reduction_measures_projection_and_reduction(toda_data, tmp_path):
+    from geomlearn.plotting import reduction_report
+    from geomlearn.reduction import evaluate_reduction
+
+    toda, X = toda_data
+    data = gl.TrajectoryData(X[None], 0.1)
+    ev = evaluate_reduction(proper_symplectic_decomposition(X, 8), toda, data)
+    assert set(ev["projection_error"]) == {"t=2.5", "t=5", "t=10", "t=20", "all"}
+    # the PSD baseline of the same size, fitted to the same states, is the reduction itself
+    assert ev["psd_projection_error"] == pytest.approx(ev["projection_error"], rel=1e-10)
+    assert ev["projection_error"]["all"] == pytest.approx(
+        float(projection_error(proper_symplectic_decomposition(X, 8), X)), rel=1e-12)
+    Y = integrate(ReducedHamiltonianSystem(toda, proper_symplectic_decomposition(X, 8)),
+                  ev.reduced[0], 0.1, 200)
+    assert ev["reduction_error"]["all"] == pytest.approx(
+        float(reduction_error(proper_symplectic_decomposition(X, 8), X, Y)), rel=1e-10)
+    assert ev["reduction_error"]["t=20"] == pytest.approx(
+        float(jnp.linalg.norm(ev.decoded[200] - X[200]) / jnp.linalg.norm(X[200])), rel=1e-10)
+    assert ev["reduction_failed"] is None and ev["reduced_energy_drift"] < 1e-6
+    assert ev["immersion_residual"] < 1e-12 and ev["immersion_passed"]
+    assert ev.full.shape == ev.projected.shape == (201, 40) and ev.reduced.shape == (201, 8)
+    text = ev.summary(title="PSD")
+    assert "projection error" in text and "reduction error" in text and "t=20" in text
+    assert reduction_report(tmp_path / "r.png", history={"epoch": [1], "loss": [0.1],
+                                                         "val_loss": [None]}, evaluation=ev)
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(TypeError, match="TrajectoryData"):
+        evaluate_reduction(proper_symplectic_decomposition(X, 8), toda, X)
+
+
+def test_check_immersion_passes_immersions_and_fails_a_negative_control(toda_data):
+    from geomlearn.reduction import check_immersion
+
+    _, X = toda_data
+    psd = proper_symplectic_decomposition(X, 4)
+    good = check_immersion(psd, X[::50])
+    assert good.passed and good.residual <= 1e-12 and good.n_points == 5
+    assert "PASS" in good.report(title="psd") and "symplectic immersion" in good.report(title="psd")
+    bad = check_immersion(PSD(psd.basis * jnp.array([[1.0, 1.1]])), X[::50])  # off the manifold
+    assert not bad.passed and bad.residual > 1e-2 and "FAIL" in bad.report(title="bad")
+    with pytest.raises(ValueError, match=r"\(B, 40\)"):
+        check_immersion(psd, X[0])
+
+
+def test_the_registry_routes_a_reduction_to_its_own_pipeline():
+    """The command line asks the spec, not the model's kind: the autoencoder's spec trains
+    with Riemannian Adam (never LM) and checks the immersion; an integrator's spec keeps
+    the defaults."""
+    from geomlearn.models.registry import MODELS, ModelSpec, ReductionSpec, spec_of
+
+    spec = MODELS["symplectic-autoencoder"]
+    assert isinstance(spec, ReductionSpec)
+    ae = gl.SymplecticAutoencoder(40, 2, width=2, key=jax.random.PRNGKey(0))
+    assert spec_of(ae) is spec and type(spec_of(gl.GSympNet(2, key=jax.random.PRNGKey(0)))) is ModelSpec
+    opt, epochs, budget, how = spec.trainer(ae, 1000, batch_size=100)
+    assert epochs == spec.default_epochs and budget is None and "Riemannian" in how
+    with pytest.raises(ValueError, match="Riemannian Adam"):
+        spec.trainer(ae, 1000, trainer="lm")

@@ -3,6 +3,13 @@
 `MODELS` maps a command-line name to a `ModelSpec`; `geomlearn list` prints it and
 `geomlearn train --model NAME` builds `spec.build(dim, key=...)`. A new family becomes
 available to the command line by adding one entry (`register_model`), nothing else.
+
+A spec also says how the command line *uses* its model — `prepare` (check, and start from
+the data), `trainer`, `evaluate`, `report` and `check` — so the command never asks what
+kind of model it holds. The defaults serve integrators (`geomlearn.evaluate`,
+`geomlearn.check_structure`, `geomlearn.plotting.report`); `ReductionSpec` serves
+reductions (`geomlearn.reduction.evaluate_reduction`, `check_immersion`,
+`geomlearn.plotting.reduction_report`).
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from typing import Any
 
 from . import autoencoder, hnn, lagrangian, resnet, ridge_sympnet, sympnet, transformer, volume_preserving
 
-__all__ = ["ModelSpec", "MODELS", "register_model", "resolve_model"]
+__all__ = ["ModelSpec", "ReductionSpec", "MODELS", "register_model", "resolve_model", "spec_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +74,45 @@ class ModelSpec:
         except (TypeError, ValueError) as e:
             raise ValueError(f"cannot build {self.name} for {type(system).__name__}: {e}") from None
 
+    # ------------------------------------------------ how the command line uses the model
+
+    def prepare(self, model, task, sample, data):
+        """The model to train on `data` (a `TrajectoryData`), after checking that it can
+        be used on a training sample like `sample`: an integrator must have a one-step
+        map (`TypeError` otherwise)."""
+        import jax
+
+        jax.eval_shape(lambda z: model.step(z, task), sample)
+        return model
+
+    def trainer(self, model, n_samples: int, *, batch_size=None, **options):
+        """`(optimizer, epochs, time_budget, description)`: `geomlearn.training.choose_trainer`
+        (`batch_size`, the minibatch size the command line chose, is not needed here)."""
+        from ..training import choose_trainer
+
+        return choose_trainer(model, n_samples, **options)
+
+    def evaluate(self, model, system, data, **options):
+        """`geomlearn.evaluate(model, system, data, **options)` (the rollout against the data)."""
+        from ..evaluation import evaluate
+
+        return evaluate(model, system, data, **options)
+
+    def report(self, path, *, run: dict, history: dict, evaluation) -> bool:
+        """The report figure (`geomlearn.plotting.report`)."""
+        from ..plotting import report
+
+        return report(path, history=history, evaluation=evaluation,
+                      loss_name=run.get("loss", "relative"), labels=run.get("labels") or (),
+                      canonical=bool(run.get("canonical", True)))
+
+    def check(self, model, points, *, prediction_window=None, dt=None):
+        """`geomlearn.check_structure` of the iterated map (an object with `passed` and
+        `report(title=...)`)."""
+        from ..evaluation import check_structure
+
+        return check_structure(model, points, prediction_window=prediction_window, dt=dt)
+
     def incompatibility(self, system) -> str | None:
         """Why this model cannot be trained on `system`, or `None`."""
         if self.needs_canonical and (not system.canonical or system.dim % 2):
@@ -91,6 +137,64 @@ class _DegreesOfFreedomSpec(ModelSpec):
         return self.cls(dim // 2, **{**self.defaults, **overrides}, key=key)
 
 
+class ReductionSpec(ModelSpec):
+    r"""A model reduction (an encoder/decoder pair, not an integrator), e.g. the
+    `SymplecticAutoencoder`.
+
+    The command line starts it from the PSD of the training snapshots
+    (`initialize_from_psd`), trains the reconstruction with Riemannian Adam under a
+    cosine learning-rate schedule over the run (`epochs` default `default_epochs`),
+    evaluates the projection and reduction errors against the full solution
+    (`geomlearn.reduction.evaluate_reduction`), draws the wave packet of the full and the
+    reduced model (`geomlearn.plotting.reduction_report`), and checks that the decoder is
+    a symplectic immersion, $(D\Psi^d)^\top\mathbb{J}_{2N}D\Psi^d = \mathbb{J}_{2n}$
+    (`geomlearn.reduction.check_immersion`).
+    """
+
+    default_epochs: int = 60
+    learning_rate: float = 1e-2
+
+    def prepare(self, model, task, sample, data):
+        import jax
+
+        from .autoencoder import initialize_from_psd
+
+        jax.eval_shape(model, sample)  # the reconstruction of one snapshot
+        return initialize_from_psd(model, data.states)
+
+    def trainer(self, model, n_samples: int, *, batch_size=256, trainer="auto", epochs=None,
+                time_budget=None):
+        import optax
+
+        from ..manifolds import riemannian_adam
+
+        if trainer == "lm":
+            raise ValueError(f"{self.name} trains with Riemannian Adam (its Stiefel "
+                             "matrices must stay on the manifold); --trainer lm does not apply")
+        epochs = self.default_epochs if epochs is None else epochs
+        steps = epochs * max(1, n_samples // batch_size)  # optimizer updates (fit drops the remainder)
+        schedule = optax.cosine_decay_schedule(self.learning_rate, steps, alpha=1e-2)
+        return riemannian_adam(schedule), epochs, time_budget, (
+            f"Riemannian Adam, cosine learning rate {self.learning_rate:g} → "
+            f"{self.learning_rate * 1e-2:g}, {epochs} epochs, started from the PSD")
+
+    def evaluate(self, model, system, data, **options):
+        from ..reduction import evaluate_reduction
+
+        return evaluate_reduction(model, system, data)
+
+    def report(self, path, *, run, history, evaluation) -> bool:
+        from ..plotting import reduction_report
+
+        return reduction_report(path, history=history, evaluation=evaluation,
+                                loss_name=run.get("loss", "relative"))
+
+    def check(self, model, points, *, prediction_window=None, dt=None):
+        from ..reduction import check_immersion
+
+        return check_immersion(model, points)
+
+
 MODELS: dict[str, ModelSpec] = {}
 
 
@@ -112,6 +216,15 @@ def resolve_model(name: str) -> ModelSpec:
         if key == spec.cls.__name__.lower():
             return spec
     raise ValueError(f"unknown model {name!r}; valid models: {', '.join(MODELS)}")
+
+
+def spec_of(model) -> ModelSpec:
+    """The registered spec of `model`'s class, or a plain `ModelSpec` (an integrator) for
+    a class that is not registered."""
+    for spec in MODELS.values():
+        if type(model) is spec.cls:
+            return spec
+    return ModelSpec(type(model).__name__.lower(), type(model), {}, model.structure)
 
 
 for _spec in (
@@ -138,12 +251,11 @@ for _spec in (
 
 
 # Model reduction (issue 15): `reduced_dim` is the constructor argument that the command
-# line's `--reduced-dim` overrides. Train the autoencoder with
-# `optimizer=geomlearn.manifolds.riemannian_adam(...)` to keep its Stiefel layers on the
-# manifold (plain Adam breaks the decoder's symplectic-immersion property).
+# line's `--reduced-dim` overrides. The autoencoder trains with Riemannian Adam (plain
+# Adam would break the decoder's symplectic-immersion property); see `ReductionSpec`.
 for _spec in (
-    ModelSpec("symplectic-autoencoder", autoencoder.SymplecticAutoencoder,
-              {"reduced_dim": 2, "width": 16}, "symplectic", True),
+    ReductionSpec("symplectic-autoencoder", autoencoder.SymplecticAutoencoder,
+                  {"reduced_dim": 2, "width": 16}, "symplectic", True),
     ModelSpec("reduced-integrator", autoencoder.ReducedIntegrator,
               {"reduced_dim": 2, "integrator": "gsympnet", "n_layers": 4, "width": 16,
                "train_autoencoder": True}, "none", True),
