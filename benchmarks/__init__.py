@@ -37,6 +37,7 @@ BENCHMARKS: dict[str, str] = {
     "toda_reduction": "benchmarks.toda_reduction",
     "new_families": "benchmarks.new_families",
     "positional_encoding": "benchmarks.positional_encoding",
+    "long_rollout": "benchmarks.long_rollout",
 }
 
 #: one-line descriptions, kept here so that `python -m benchmarks` lists without importing.
@@ -57,6 +58,8 @@ DESCRIPTIONS: dict[str, str] = {
     "dims 2 and 8; reduced Hamiltonian system and a learned reduced SympNet vs full order",
     "positional_encoding": "positional encoding placements: order-dependent (driven "
     "pendulum, pulsating rigid body) vs Markov problems, equal budget, median of seeds",
+    "long_rollout": "bounded horizon of 1e5-state rollouts of VPT, SymT, LST, ST after LM "
+    "training; multi-step (k-window) vs one-window loss at equal CPU time",
 }
 
 

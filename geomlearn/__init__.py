@@ -17,6 +17,7 @@ from .models import *  # noqa: F403
 from .rollout import *  # noqa: F403
 from .training import *  # noqa: F403
 from .second_order import GaussNewton, LevenbergMarquardt
+from .models.multistep import MultiStep
 
 try:
     __version__ = _metadata.version("geomlearn")
@@ -38,6 +39,7 @@ __all__ = [
     *training.__all__,
     "LevenbergMarquardt",
     "GaussNewton",
+    "MultiStep",
     *rollout.__all__,
     *evaluation.__all__,
     *io.__all__,
