@@ -30,7 +30,7 @@ is not applied, so the state returned or saved is always the last good one. With
 `callback`, every epoch is its own call. Compiled code is cached by `jax.jit` on the
 static parts (model structure, optimiser update, loss, sizes): another `fit` of the same
 setup does not compile again. On the SympNets pendulum network (450 parameters, 40
-pairs, full batch, about 30 µs per epoch) `fit` runs at 0.86 × the iterations/s of a bare
+pairs, full batch, about 30 µs per epoch) `fit` runs at 0.92 × the iterations/s of a bare
 `lax.scan` of the same update, measured in one process
 (`python -m benchmarks training_throughput`; see `benchmarks/RESULTS.md`).
 

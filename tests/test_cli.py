@@ -138,6 +138,10 @@ def test_list_names_systems_models_and_structures(capsys):
         (["train", "--system", "moon"], "unknown system 'moon'; valid systems: "),
         (["train", "--system", "rigid_body"], "GSympNet needs a canonical phase space.*3-dimensional.*not canonical"),
         (["train", "--system", "rigid_body", "--model", "hnn"], "Hamiltonian"),
+        # canonical momenta that are not velocities: a Lagrangian network would read
+        # (q, p) as (q, q̇) and fit the wrong dynamics
+        (["train", "--system", "double_pendulum", "--model", "lnn"], "DoublePendulum's data are canonical .q, p. with p ≠ q̇"),
+        (["train", "--system", "coupled_oscillator", "--model", "lnn"], "p ≠ q̇"),
         (["train", "--seq-length", "3"], "--seq-length applies to transformer models only"),
         (["train", "--positional-encoding"], "--positional-encoding applies to transformer"),
         (["train", "--model", "transformer", "--seq-length", "3", "--prediction-window", "4"],

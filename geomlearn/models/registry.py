@@ -136,6 +136,36 @@ class _DegreesOfFreedomSpec(ModelSpec):
     def build(self, dim: int, *, key, **overrides):
         return self.cls(dim // 2, **{**self.defaults, **overrides}, key=key)
 
+    def incompatibility(self, system) -> str | None:
+        """Also refuse a system whose canonical momenta are not its velocities: a
+        Lagrangian network reads the states as $(q, \dot q)$, and the data of the command
+        line are the system's canonical $(q, p)$. They agree only where $\dot q =
+        \partial H/\partial p = p$ (unit masses, kinetic energy $|p|^2/2$), checked on
+        perturbed default initial conditions."""
+        why = super().incompatibility(system)
+        if why or _momenta_are_velocities(system):
+            return why
+        return (
+            f"{self.cls.__name__} learns from states (q, q̇), but {type(system).__name__}'s "
+            "data are canonical (q, p) with p ≠ q̇ (its kinetic energy is not |p|²/2), so "
+            "it would fit the wrong dynamics. Use a system with unit masses (pendulum, "
+            "harmonic_oscillator, henon_heiles, kepler, ...), or convert the momenta to "
+            "velocities (q̇ = ∂H/∂p) and train in Python."
+        )
+
+
+def _momenta_are_velocities(system) -> bool:
+    """Whether $\partial H/\partial p = p$ for `system`, at its first default initial
+    conditions perturbed by 0.1·N(0, 1) (float64 when enabled, else float32 tolerances)."""
+    import jax
+    import jax.numpy as jnp
+
+    z0 = jnp.asarray(system.default_initial_conditions())[:4]
+    z = z0 + 0.1 * jax.random.normal(jax.random.PRNGKey(0), z0.shape, z0.dtype)
+    n = system.dim // 2
+    qdot = jax.vmap(system.vector_field)(z)[:, :n]
+    return bool(jnp.allclose(qdot, z[:, n:], rtol=1e-5, atol=1e-6))
+
 
 class ReductionSpec(ModelSpec):
     r"""A model reduction (an encoder/decoder pair, not an integrator), e.g. the
