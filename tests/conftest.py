@@ -59,3 +59,15 @@ def tol():
 @pytest.fixture(params=FLOAT_DTYPES, ids=["float32", "float64"])
 def dtype(request):
     return request.param
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_code():
+    """Drop JAX's compiled executables and trace caches after each test module.
+
+    One pytest process compiles thousands of small programs; keeping them all alive for
+    the whole suite grew memory and once ended in a segmentation fault inside XLA's CPU
+    compiler near the end of a fresh-clone CI run (not reproducible in the module
+    alone). Modules share little compiled code, so this costs almost nothing."""
+    yield
+    jax.clear_caches()
