@@ -83,7 +83,8 @@ all-reduce fails. What `fit` guarantees there:
 Every process passes the whole data set. Loading only a process's shard
 (`jax.make_array_from_process_local_data`) is not supported yet: the checks above
 (finiteness, the relative loss's scale, the data fingerprint) read the data on the host.
-With one process nothing of this runs: no collectives, no signal handler.
+With one process nothing of this runs: no collectives (the deferred `Ctrl-C` below
+applies to every `fit`).
 
 **Default optimiser.** `optimizer=None` is Adam with a learning rate decaying
 exponentially from $10^{-2}$ to $10^{-6}$ **over the planned training**:
@@ -109,8 +110,11 @@ rename; see `geomlearn.io.save_checkpoint`) every `checkpoint_every` epochs and 
 end. The path is checked to be writable before training starts. `resume=True` continues from the
 checkpoint; the resumed run equals an uninterrupted one bit for bit (on CPU). A
 non-finite training loss raises `NonFiniteLossError` naming the epoch, and the checkpoint
-keeps the last good state. `Ctrl-C` (`KeyboardInterrupt`) saves a checkpoint and returns
-what was trained, with a warning.
+keeps the last good state. `Ctrl-C` saves a checkpoint and returns what was trained, with
+a warning: while `fit` runs in the main thread, the first SIGINT is taken after the
+current compiled group (at most about `GROUP_SECONDS`, or the first compilation), not
+inside JAX, so the runtime stays usable for the save; a second SIGINT interrupts at once.
+A `KeyboardInterrupt` raised by a callback is handled the same way.
 """
 
 from __future__ import annotations
@@ -526,20 +530,28 @@ def _consensus(stop: bool, interrupted: bool, count: int) -> tuple[bool, bool, i
 
 
 class _InterruptFlag:
-    """Across processes, `Ctrl-C` must not end one process in the middle of a collective:
-    while installed (main thread only), SIGINT sets `raised` instead of raising
-    `KeyboardInterrupt`, and `fit` stops all processes together after the current group."""
+    """`Ctrl-C` is taken between compiled groups, not inside JAX: while installed (main
+    thread only), the first SIGINT sets `raised` instead of raising `KeyboardInterrupt`,
+    and `fit` stops after the current group (across processes: all processes together).
 
-    def __init__(self, enabled: bool):
+    A `KeyboardInterrupt` raised asynchronously inside JAX's dispatch, compilation or
+    read-back could leave the runtime unusable for the model's save that follows (a
+    fresh-clone CI run once hung there, and an interrupt during the first XLA compile
+    could crash the process); deferring it to the loop avoids both. A second SIGINT
+    raises at once, as an escape hatch."""
+
+    def __init__(self):
         import signal
         import threading
 
         self.raised = False
         self._previous = None
-        if enabled and threading.current_thread() is threading.main_thread():
+        if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handle)
 
     def _handle(self, signum, frame):
+        if self.raised:
+            raise KeyboardInterrupt
         self.raised = True
 
     def restore(self):
@@ -864,7 +876,7 @@ def _fit(inputs: _Inputs, model, *, key, progress, callback):
     saved = done if done > 0 else None
     group = 1 if callback is not None else GROUP_MAX  # a callback sees every epoch
     count, cap, stop = 1, group, False
-    interrupt = _InterruptFlag(multi)
+    interrupt = _InterruptFlag()
     try:
         while done < epochs:
             elapsed = time.perf_counter() - t0
@@ -875,6 +887,8 @@ def _fit(inputs: _Inputs, model, *, key, progress, callback):
                 stop, interrupted, count = _consensus(stop, interrupt.raised, count)
                 if interrupted:
                     raise KeyboardInterrupt
+            elif interrupt.raised:
+                raise KeyboardInterrupt
             if stop:
                 break
             t_start = time.perf_counter()

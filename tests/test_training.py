@@ -564,8 +564,8 @@ def test_extra_args_reach_the_optimizer(key):
 
 
 def test_one_process_runs_no_collectives(key, monkeypatch):
-    """The multi-process machinery (all-gathers, the final barrier, the SIGINT flag) is
-    not used by a one-process fit: its speed and its Ctrl-C stay as they were."""
+    """The multi-process machinery (all-gathers, the final barrier) is not used by a
+    one-process fit; its SIGINT handler is fit's own while it trains, and restored after."""
     import signal
 
     from jax.experimental import multihost_utils
@@ -585,8 +585,36 @@ def test_one_process_runs_no_collectives(key, monkeypatch):
     x, y = rotation_pairs(key(), n=16)
     _, history = gl.fit(TinyShear(2, key=key()), (x, y), epochs=3, key=key(),
                         progress=False, callback=watch)
-    assert history["epoch"] == [1, 2, 3] and handlers == [before] * 3
+    assert history["epoch"] == [1, 2, 3]
+    assert all(h is not before for h in handlers)  # Ctrl-C deferred to the loop
+    assert signal.getsignal(signal.SIGINT) is before
     _, history = gl.fit(TinyShear(2, key=key()), (x, y), epochs=300, key=key(), progress=False)
     assert history["epoch"] == list(range(1, 301))
     with pytest.raises(ValueError, match="epochs"):  # a rejected argument: no all-gather
         gl.fit(TinyShear(2, key=key()), (x, y), epochs=0, key=key(), progress=False)
+
+
+def test_ctrl_c_is_taken_between_groups_and_returns_the_model(key):
+    """A real SIGINT while `fit` trains (sent here from a callback, so it arrives at a
+    known epoch) ends in the interrupt path: `fit` stops after that epoch, warns and
+    returns the model trained so far, and restores the previous handler. (That the
+    signal is deferred out of JAX is checked by `test_one_process_runs_no_collectives`
+    and, end to end, by `tests/test_edges.py::test_ctrl_c_saves_the_model_and_exits_130`.)"""
+    import os
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+
+    def ctrl_c_at_epoch_4(epoch, model, history):
+        if epoch == 4:
+            os.kill(os.getpid(), signal.SIGINT)
+        return False
+
+    x, y = rotation_pairs(key(), n=16)
+    with pytest.warns(RuntimeWarning, match="interrupted after epoch 4 of 50"):
+        model, history = gl.fit(TinyShear(2, key=key()), (x, y), epochs=50, key=key(),
+                                progress=False, callback=ctrl_c_at_epoch_4)
+    assert history["epoch"] == [1, 2, 3, 4]
+    assert isinstance(model, TinyShear)
+    assert signal.getsignal(signal.SIGINT) is before
+
