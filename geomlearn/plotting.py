@@ -77,14 +77,7 @@ def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
     ax.set_title("invariant error of the rollout")
     ax.legend(loc="best", fontsize=8)
     ax = axes[2]
-    ax.semilogy(history["epoch"], history["loss"], "C0-", label="training")
-    val = [v for v in history["val_loss"] if v is not None]
-    if len(val) == len(history["epoch"]):
-        ax.semilogy(history["epoch"], val, "C1-", label="validation")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel(f"{loss_name} loss")
-    ax.set_title("training")
-    ax.legend(loc="best", fontsize=8)
+    _loss_panel(ax, history, loss_name)
     fig.suptitle(f"{metrics['model']} on {metrics['system']} ({metrics['structure']})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -151,14 +144,7 @@ def reduction_report(path, *, history, evaluation, loss_name: str = "relative",
     ax.set_ylabel("p~1")
     ax.set_title("reduced solution" if ev.reduced is not None else "reduced integration failed")
     ax = axes[1, 2]
-    ax.semilogy(history["epoch"], history["loss"], "C0-", label="training")
-    val = [v for v in history["val_loss"] if v is not None]
-    if len(val) == len(history["epoch"]):
-        ax.semilogy(history["epoch"], val, "C1-", label="validation")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel(f"{loss_name} loss")
-    ax.set_title("training")
-    ax.legend(loc="best", fontsize=8)
+    _loss_panel(ax, history, loss_name)
     for ax in axes[1, 3:]:
         ax.axis("off")
     fig.suptitle(f"{m['model']} {m['full_dim']} → {m['reduced_dim']} on {m['system']}: "
@@ -167,3 +153,15 @@ def reduction_report(path, *, history, evaluation, loss_name: str = "relative",
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return True
+
+
+def _loss_panel(ax, history: dict, loss_name: str) -> None:
+    """The training (and, where every epoch has one, validation) loss against the epoch."""
+    ax.semilogy(history["epoch"], history["loss"], "C0-", label="training")
+    val = [v for v in history["val_loss"] if v is not None]
+    if len(val) == len(history["epoch"]):
+        ax.semilogy(history["epoch"], val, "C1-", label="validation")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(f"{loss_name} loss")
+    ax.set_title("training")
+    ax.legend(loc="best", fontsize=8)
