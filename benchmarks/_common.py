@@ -377,13 +377,11 @@ def out_dir(out) -> Path:
 
 
 def write_payload(out, name: str, payload: dict) -> Path:
-    """Write `<out>/<name>.json` (creating `out`); returns the path."""
-    out = out_dir(out)
-    path = out / f"{name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n")
-    tmp.replace(path)
-    return path
+    """Write `<out>/<name>.json` (creating `out`) atomically; returns the path."""
+    from geomlearn._files import write_atomic  # the benchmark has imported geomlearn by now
+
+    path = out_dir(out) / f"{name}.json"
+    return write_atomic(path, (json.dumps(payload, indent=2) + "\n").encode())
 
 
 def emit(text: str) -> None:

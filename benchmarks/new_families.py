@@ -158,7 +158,7 @@ def _double_pendulum(settings, out):
     import optax
 
     import geomlearn as gl
-    from geomlearn.models import AbstractModel, Task
+    from geomlearn.models import AbstractPointModel, Task
 
     system = gl.systems.DoublePendulum()
     n = 2
@@ -183,8 +183,8 @@ def _double_pendulum(settings, out):
     tiny = settings["sizes"] == "tiny"
     width = 8 if tiny else 64
 
-    class Baseline(AbstractModel):
-        """A plain MLP q̈ = g(q, q̇): the baseline of Cranmer et al."""
+    class Baseline(AbstractPointModel):
+        """A plain MLP q̈ = g(q, q̇): the baseline of Cranmer et al. (trained, not iterated)."""
 
         mlp: eqx.nn.MLP
         dim: int = eqx.field(static=True)
@@ -194,12 +194,23 @@ def _double_pendulum(settings, out):
             self.dim = 2 * n
             self.mlp = eqx.nn.MLP(2 * n, n, width, 2, activation=jax.nn.softplus, key=key)
 
+        def task(self, **options):
+            return Task()
+
         def training_samples(self, data, task, *, what="data"):
             x, y = data
             return jnp.asarray(x), jnp.asarray(y), Task(samples="acceleration")
 
         def predict(self, x, task):
             return self.mlp(x)
+
+        def target(self, y, task):
+            return y
+
+        def step(self, state, task):
+            raise TypeError("the baseline is not an integrator")
+
+        rollout_task = rollout = structure_residuals = describe_step = step
 
     def rk4(field, z, dt, steps):
         def body(z, _):

@@ -3,44 +3,120 @@
 Networks that are exactly symplectic or exactly volume-preserving for every value of
 their parameters, the tools to measure that (`geomlearn.geometry`), and what is needed
 around them to learn integrators from phase-space trajectories.
+
+This module is the façade: it re-exports the public names of the subpackages, which are
+layered so that imports only point down (see the architecture page of the docs):
+leaf helpers → geometry, structures, manifolds, systems, integrators, data, datasets,
+second_order, reduction → layers → models → rollout, evaluation, training, io →
+plotting → cli.
 """
 
-from importlib import metadata as _metadata
+from . import (
+    data as data,
+    datasets as datasets,
+    evaluation as evaluation,
+    geometry as geometry,
+    integrators as integrators,
+    io as io,
+    layers as layers,
+    manifolds as manifolds,
+    models as models,
+    reduction as reduction,
+    rollout as rollout,
+    second_order as second_order,
+    structures as structures,
+    systems as systems,
+    training as training,
+)
+from ._version import __version__ as __version__
+from .data import TrajectoryData as TrajectoryData
+from .evaluation import (
+    Evaluation as Evaluation,
+    ImmersionCheck as ImmersionCheck,
+    ReductionEvaluation as ReductionEvaluation,
+    StructureCheck as StructureCheck,
+    check_immersion as check_immersion,
+    check_structure as check_structure,
+    evaluate as evaluate,
+    evaluate_reduction as evaluate_reduction,
+)
+from .io import (
+    PersistenceError as PersistenceError,
+    load as load,
+    load_checkpoint as load_checkpoint,
+    register as register,
+    save as save,
+    save_checkpoint as save_checkpoint,
+)
+from .layers import (
+    ActivationLayerP as ActivationLayerP,
+    ActivationLayerQ as ActivationLayerQ,
+    GradientLayerP as GradientLayerP,
+    GradientLayerQ as GradientLayerQ,
+    HenonLayer as HenonLayer,
+    LinearLayerP as LinearLayerP,
+    LinearLayerQ as LinearLayerQ,
+    LinearSymplecticAttentionP as LinearSymplecticAttentionP,
+    LinearSymplecticAttentionQ as LinearSymplecticAttentionQ,
+    MultiHeadAttention as MultiHeadAttention,
+    NeuralRidgeLayer as NeuralRidgeLayer,
+    PolynomialRidgeLayer as PolynomialRidgeLayer,
+    PositionalEncoding as PositionalEncoding,
+    ResNetLayer as ResNetLayer,
+    SymplecticAttentionP as SymplecticAttentionP,
+    SymplecticAttentionQ as SymplecticAttentionQ,
+    VolumePreservingAttention as VolumePreservingAttention,
+    VolumePreservingLowerLayer as VolumePreservingLowerLayer,
+    VolumePreservingUpperLayer as VolumePreservingUpperLayer,
+    positional_encoding as positional_encoding,
+)
+from .models import (
+    AbstractFeedForwardIntegrator as AbstractFeedForwardIntegrator,
+    AbstractHamiltonianModel as AbstractHamiltonianModel,
+    AbstractModel as AbstractModel,
+    AbstractSymplecticTransformer as AbstractSymplecticTransformer,
+    AbstractTransformerIntegrator as AbstractTransformerIntegrator,
+    GSympNet as GSympNet,
+    HamiltonianNeuralNetwork as HamiltonianNeuralNetwork,
+    HenonNet as HenonNet,
+    LagrangianNeuralNetwork as LagrangianNeuralNetwork,
+    LASympNet as LASympNet,
+    LinearSymplecticTransformer as LinearSymplecticTransformer,
+    MultiStep as MultiStep,
+    PSDLayer as PSDLayer,
+    PSympNet as PSympNet,
+    ReducedIntegrator as ReducedIntegrator,
+    ResNet as ResNet,
+    RSympNet as RSympNet,
+    SymplecticAutoencoder as SymplecticAutoencoder,
+    SymplecticTransformer as SymplecticTransformer,
+    Task as Task,
+    Transformer as Transformer,
+    VolumePreservingFeedForward as VolumePreservingFeedForward,
+    VolumePreservingTransformer as VolumePreservingTransformer,
+    initialize_from_psd as initialize_from_psd,
+)
+from .rollout import iterate as iterate
+from .second_order import (
+    AbstractDampedLeastSquares as AbstractDampedLeastSquares,
+    GaussNewton as GaussNewton,
+    LevenbergMarquardt as LevenbergMarquardt,
+)
+from .training import (
+    AbstractLoss as AbstractLoss,
+    MeanSquaredLoss as MeanSquaredLoss,
+    NonFiniteLossError as NonFiniteLossError,
+    RelativeLoss as RelativeLoss,
+    TrainingInterrupted as TrainingInterrupted,
+    choose_trainer as choose_trainer,
+    default_optimizer as default_optimizer,
+    fit as fit,
+)
 
-from . import data, datasets, evaluation, geometry, integrators, io, layers, models, rollout, systems, training
-from . import manifolds, reduction
-from .data import *  # noqa: F403
-from .evaluation import *  # noqa: F403
-from .io import *  # noqa: F403
-from .layers import *  # noqa: F403
-from .models import *  # noqa: F403
-from .rollout import *  # noqa: F403
-from .training import *  # noqa: F403
-from .second_order import GaussNewton, LevenbergMarquardt
-from .models.multistep import MultiStep
+_SUBPACKAGES = ["geometry", "structures", "layers", "models", "systems", "integrators",
+                "datasets", "manifolds", "reduction"]
 
-try:
-    __version__ = _metadata.version("geomlearn")
-except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
-
-__all__ = [
-    "geometry",
-    "layers",
-    "models",
-    "systems",
-    "integrators",
-    "datasets",
-    "manifolds",
-    "reduction",
-    *layers.__all__,
-    *models.__all__,
-    *data.__all__,
-    *training.__all__,
-    "LevenbergMarquardt",
-    "GaussNewton",
-    "MultiStep",
-    *rollout.__all__,
-    *evaluation.__all__,
-    *io.__all__,
-]
+__all__ = _SUBPACKAGES + sorted(
+    name for name in dir() if not name.startswith("_") and name not in _SUBPACKAGES
+    and name not in {"data", "evaluation", "io", "rollout", "second_order", "training"}
+)

@@ -32,7 +32,13 @@ import numpy as np
 from ._typing import Array, Float, Scalar, State
 from ._validation import check_int, float_dtype
 
-__all__ = ["symplectic_matrix", "jacobian", "symplecticity_residual", "volume_residual"]
+__all__ = [
+    "symplectic_matrix",
+    "jacobian",
+    "symplecticity_residual",
+    "volume_residual",
+    "structure_residuals",
+]
 
 
 def _symplectic_matrix_np(n: int) -> np.ndarray:
@@ -148,3 +154,33 @@ def volume_residual(f: Callable[[State], State], x: State) -> Scalar:
     M = jacobian(f, x)
     _, logabsdet = jnp.linalg.slogdet(M)
     return jnp.abs(jnp.expm1(logabsdet))
+
+
+def structure_residuals(fmap: Callable[[State], State], points, dim: int) -> dict[str, float]:
+    r"""The structure residuals of the map `fmap` at a batch of `points`, the maximum
+    over the points of each.
+
+    **Arguments:**
+
+    - `fmap`: the map to test, on one state (a point `(d,)` or a window `(T, d)`).
+    - `points`: a batch of states `(B, ...)`, evaluated in their dtype (one compiled,
+      vectorised computation).
+    - `dim`: the last dimension `d` of a state; the symplecticity residual is computed
+      only when it is even.
+
+    **Returns:** `{"symplecticity": …, "volume": …, "condition": …}` as Python floats:
+    `symplecticity_residual` (even `dim` only), `volume_residual` and the condition
+    number $\kappa(M) = \sigma_{\max}/\sigma_{\min}$ of the Jacobian `jacobian(fmap, z)`
+    (which sets how much rounding the residuals carry).
+    """
+
+    def one(z):
+        out = {"volume": volume_residual(fmap, z)}
+        if dim % 2 == 0:
+            out["symplecticity"] = symplecticity_residual(fmap, z)
+        out["condition"] = jnp.linalg.cond(jacobian(fmap, z))
+        return out
+
+    values = jax.jit(jax.vmap(one))(points)
+    res = {name: float(np.max(np.asarray(v, dtype=np.float64))) for name, v in values.items()}
+    return {k: res[k] for k in ("symplecticity", "volume", "condition") if k in res}

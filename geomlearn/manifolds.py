@@ -58,6 +58,7 @@ from ._typing import Array, Float, PRNGKeyArray
 from ._validation import check_int, float_dtype
 
 __all__ = [
+    "RiemannianAdamState",
     "AbstractManifoldMatrix",
     "StiefelMatrix",
     "GrassmannMatrix",

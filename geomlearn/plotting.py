@@ -10,6 +10,8 @@ from __future__ import annotations
 import pathlib
 import sys
 
+import numpy as np
+
 __all__ = ["report", "reduction_report"]
 
 
@@ -45,8 +47,6 @@ def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
     plt = _pyplot(path)
     if plt is None:
         return False
-    import numpy as np
-
     metrics, rollout, reference, series = (
         evaluation, evaluation.rollout, evaluation.reference, evaluation.series
     )
@@ -97,7 +97,7 @@ def reduction_report(path, *, history, evaluation, loss_name: str = "relative",
     reduced solution in its coordinates $(\tilde q_1, \tilde p_1)$, and the loss curves.
 
     **Arguments:** `path`; `history` (from `fit`); `evaluation` (a
-    `geomlearn.reduction.ReductionEvaluation`); `loss_name`; `profile_fractions` (at least
+    `geomlearn.evaluation.ReductionEvaluation`); `loss_name`; `profile_fractions` (at least
     three).
 
     **Returns:** `True`, or `False` (with a message on stderr) when matplotlib is missing.
@@ -105,8 +105,6 @@ def reduction_report(path, *, history, evaluation, loss_name: str = "relative",
     plt = _pyplot(path)
     if plt is None:
         return False
-    import numpy as np
-
     m, ev = evaluation, evaluation
     X, P, D = (None if a is None else np.asarray(a, dtype=np.float64)
                for a in (ev.full, ev.projected, ev.decoded))

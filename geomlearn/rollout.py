@@ -10,35 +10,12 @@ field, solved to round-off. `iterate` only validates the shapes and compiles the
 
 from __future__ import annotations
 
-import equinox as eqx
-import jax
 import jax.numpy as jnp
 
 from ._validation import check_floating, check_int
-from .models._base import AbstractModel
+from .models._base import check_model, model_rollout
 
 __all__ = ["iterate"]
-
-
-def check_model(model) -> None:
-    """`TypeError` unless `model` is a geomlearn model."""
-    if not isinstance(model, AbstractModel):
-        raise TypeError(
-            f"expected a geomlearn model (a subclass of geomlearn.models.AbstractModel), got "
-            f"{type(model).__name__}"
-        )
-
-
-@eqx.filter_jit
-def _rollout(model, initial, n_points: int, task, batched: bool):
-    run = lambda z0: model.rollout(z0, n_points, task)  # noqa: E731
-    return jax.vmap(run)(initial) if batched else run(initial)
-
-
-def model_rollout(model, initial, n_points: int, task):
-    """`model.rollout` of a batch of initial states under a validated `task`, compiled
-    (what `iterate` runs after checking its arguments)."""
-    return _rollout(model, jnp.asarray(initial), n_points, task, True)
 
 
 def iterate(
@@ -103,4 +80,4 @@ def iterate(
             f"n_points counts the {n_initial} initial states of the window, so it must be at "
             f"least {n_initial}, got {n_points}"
         )
-    return _rollout(model, initial, n_points, task, initial.ndim == len(state) + 1)
+    return model_rollout(model, initial, n_points, task, batched=initial.ndim == len(state) + 1)

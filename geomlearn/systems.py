@@ -280,7 +280,7 @@ class Pendulum(AbstractSeparableSystem):
     """
 
     m: float = eqx.field(static=True)
-    l: float = eqx.field(static=True)  # noqa: E741 (the issue's name)
+    l: float = eqx.field(static=True)  # noqa: E741 (the usual symbol for a length)
     g: float = eqx.field(static=True)
 
     dim: ClassVar[int] = 2
@@ -881,7 +881,7 @@ class ParametricPendulum(AbstractSeparableSystem):
     `geomlearn.datasets.parametric_pendulum`), the map from row $i$ of a window to row
     $i$ of the next is the period map started at the drive phase $2\pi i/T$: it depends
     on $i$. A transformer integrator that does not know the order of its rows cannot
-    represent it — the benchmark problem of the positional encoding.
+    represent it: a problem on which a positional encoding is needed.
 
     **Arguments:**
 

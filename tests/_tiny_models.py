@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from geomlearn._validation import float_dtype
 from geomlearn.io import register
-from geomlearn.models._base import (
+from geomlearn.models import (
     AbstractFeedForwardIntegrator,
     AbstractHamiltonianModel,
     AbstractTransformerIntegrator,

@@ -3,11 +3,16 @@
 - x64 is on, so structure tests can run in float64; float32 tests ask for float32.
 - Strict dtype promotion and rank-promotion errors: an accidental float32/float64 mix or
   an implicit broadcast in library code fails the suite.
+- Two tiers: `pytest` runs the fast, in-process tier; `pytest -m slow` runs the
+  out-of-process checks (notebooks, the docs build, quick benchmarks, command-line runs in
+  subprocesses, multi-process training). A test outside the slow tier that starts a
+  process fails.
 - `key` hands out fresh PRNG keys, `rng` NumPy random numbers; `tol` gives per-dtype
   tolerances. `_helpers.py` has `normal`, `randomize` and `n_params`, once.
 """
 
 import itertools
+import subprocess
 
 import jax
 import jax.numpy as jnp
@@ -61,13 +66,18 @@ def dtype(request):
     return request.param
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _release_compiled_code():
-    """Drop JAX's compiled executables and trace caches after each test module.
+@pytest.fixture(autouse=True)
+def _fast_tier_stays_in_process(request, monkeypatch):
+    """A test of the fast tier (not marked `slow`) may not start a process: the two tiers
+    are told apart by this, so a process started without the marker fails the test
+    instead of slowing the default run unnoticed."""
+    if request.node.get_closest_marker("slow") is not None:
+        return
 
-    One pytest process compiles thousands of small programs; keeping them all alive for
-    the whole suite grew memory and once ended in a segmentation fault inside XLA's CPU
-    compiler near the end of a fresh-clone CI run (not reproducible in the module
-    alone). Modules share little compiled code, so this costs almost nothing."""
-    yield
-    jax.clear_caches()
+    def refuse(*args, **kwargs):
+        raise RuntimeError(
+            f"{request.node.nodeid} starts a process; mark it @pytest.mark.slow "
+            "(out-of-process checks belong to the slow tier)"
+        )
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)

@@ -115,3 +115,14 @@ def test_reduced_integrator_trains_rolls_out_and_round_trips(toda_snapshots, tmp
     # from_parts
     again = gl.ReducedIntegrator.from_parts(model.autoencoder, model.integrator_net)
     np.testing.assert_array_equal(again(X[5]), model(X[5]))
+
+
+def test_reduced_integrator_by_name(key):
+    sizes = dict(n_layers=2, width=4, autoencoder_width=4, n_encoder_layers=1,
+                 n_encoder_blocks=1, n_decoder_blocks=1)
+    for name, cls in (("gsympnet", gl.GSympNet), ("lasympnet", gl.LASympNet), ("resnet", gl.ResNet)):
+        model = gl.ReducedIntegrator(8, 2, integrator=name, **sizes, key=key())
+        assert type(model.integrator_net) is cls and model.config()["integrator"] == name
+        assert model.reduced_structure == cls.structure and model.structure == "none"
+    with pytest.raises(ValueError, match=r"integrator must be one of \('gsympnet', 'lasympnet', 'resnet'\), got 'sympnet'"):
+        gl.ReducedIntegrator(8, 2, integrator="sympnet", **sizes, key=key())

@@ -16,7 +16,7 @@ import pytest
 import geomlearn as gl
 from geomlearn import cli
 from geomlearn.io import register
-from geomlearn.models._base import AbstractFeedForwardIntegrator
+from geomlearn.models import AbstractFeedForwardIntegrator
 
 
 def strict_json(path):
@@ -52,7 +52,7 @@ def test_train_writes_every_file(pendulum_run, capsys):
     assert (run["system"], run["model"], run["epochs"]) == ("pendulum", "gsympnet", 5)
     model = gl.load(out / "model.geomlearn")
     assert isinstance(model, gl.GSympNet)
-    assert model.config()["n_layers"] == gl.models.MODELS["gsympnet"].defaults["n_layers"]
+    assert model.config()["n_layers"] == cli.MODELS["gsympnet"].defaults["n_layers"]
 
 
 def test_evaluate_and_check_a_run(pendulum_run, capsys):
@@ -99,8 +99,8 @@ def test_check_fails_a_model_that_breaks_its_claim(tmp_path, capsys):
 
 def test_volume_preserving_transformer_on_the_rigid_body(tmp_path, capsys, monkeypatch):
     # the README's second example, with a smaller network to keep the test fast
-    spec = gl.models.MODELS["vp-transformer"]
-    monkeypatch.setitem(gl.models.MODELS, "vp-transformer", dataclasses.replace(
+    spec = cli.MODELS["vp-transformer"]
+    monkeypatch.setitem(cli.MODELS, "vp-transformer", dataclasses.replace(
         spec, defaults={"n_blocks": 1, "n_linear": 1, "L": 1}))
     out = tmp_path / "vpt"
     rc = cli.main(["train", "--system", "rigid_body", "--model", "vp-transformer",
@@ -160,9 +160,9 @@ def test_user_errors(argv, message, capsys, tmp_path):
 
 
 def test_class_names_are_accepted_and_usage_errors_return_2(capsys):
-    assert cli._resolve_model("GSympNet").name == "gsympnet"
-    assert cli._resolve_model("VolumePreservingTransformer").name == "vp-transformer"
-    assert cli._resolve_system("rigid-body") == "rigid_body"
+    assert cli.model_by_name("GSympNet").name == "gsympnet"
+    assert cli.model_by_name("VolumePreservingTransformer").name == "vp-transformer"
+    assert cli.system_by_name("rigid-body") == "rigid_body"
     assert cli.main(["train", "--epochs", "many"]) == 2  # argparse's own message
     assert "invalid int value" in capsys.readouterr().err
     assert cli.main([]) == 2

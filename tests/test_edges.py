@@ -23,6 +23,7 @@ import pytest
 import geomlearn as gl
 from geomlearn import cli
 from geomlearn import io as gio
+from geomlearn._files import write_json
 
 from _tiny_models import TinyShear, TinyWindow
 
@@ -86,11 +87,11 @@ def test_one_out_folder_is_claimed_by_one_run(tmp_path):
     out, go = tmp_path / "out", tmp_path / "go"
     code = """
         import pathlib, sys, time
-        from geomlearn import io
+        from geomlearn.cli import run_folder
         while not pathlib.Path(sys.argv[1]).exists():
             time.sleep(0.005)
         try:
-            io.run_folder(sys.argv[2], prefix="x")
+            run_folder(sys.argv[2], prefix="x")
         except FileExistsError as e:
             print("refused:", e)
             sys.exit(3)
@@ -107,10 +108,10 @@ def test_one_out_folder_is_claimed_by_one_run(tmp_path):
 def test_concurrent_json_writers_never_publish_an_invalid_file(tmp_path):
     """Defect 1: a fixed temporary name made two writers crash or publish truncated JSON."""
     target = tmp_path / "metrics.json"
-    gio.write_json(target, {"writer": -1})
+    write_json(target, {"writer": -1})
     code = """
         import sys
-        from geomlearn.io import write_json
+        from geomlearn._files import write_json
         for i in range(150):
             write_json(sys.argv[1], {"writer": int(sys.argv[2]), "i": i, "pad": "x" * 20000})
     """
@@ -224,7 +225,7 @@ def test_files_follow_the_umask(key, tmp_path):
         for umask, mode in ((0o022, 0o644), (0o027, 0o640)):
             os.umask(umask)
             for path in (gl.save(tmp_path / f"m{umask}", model),
-                         gio.write_json(tmp_path / f"j{umask}", {})):
+                         write_json(tmp_path / f"j{umask}", {})):
                 assert path.stat().st_mode & 0o777 == mode, (path, oct(path.stat().st_mode))
     finally:
         os.umask(old)

@@ -11,7 +11,7 @@ import pytest
 
 import geomlearn as gl
 from geomlearn.evaluation import default_horizons
-from geomlearn.models._base import AbstractFeedForwardIntegrator
+from geomlearn.models import AbstractFeedForwardIntegrator
 from geomlearn.systems import HarmonicOscillator, RigidBody
 
 from _tiny_models import TinyHamiltonian, TinyWindow
@@ -124,3 +124,40 @@ def test_transformer_and_hamiltonian_network(key):
     # the implicit midpoint step of a Hamiltonian field is symplectic (to the solver's accuracy)
     assert metrics["structure_residual"]["symplecticity"] < 1e-10
     assert metrics["trajectory_error"]["12"] < 0.2
+
+
+def test_reference_method_is_an_integrator_or_its_name():
+    from geomlearn.integrators import StormerVerlet
+
+    ref = exact_reference(10)
+    metrics = gl.evaluate(ScaledRotation(), HarmonicOscillator(), ref, method=StormerVerlet())
+    assert metrics["reference_method"] == "stormer_verlet"  # the name: metrics stay JSON
+    json.dumps(metrics)
+    with pytest.raises(ValueError, match="method must be one of"):
+        gl.evaluate(ScaledRotation(), HarmonicOscillator(), ref, method="leapfrog")
+
+
+def test_summary_marks_what_the_map_does_not_claim():
+    ref = exact_reference(10)
+    metrics = gl.evaluate(ScaledRotation(), HarmonicOscillator(), ref)
+    text = metrics.summary(title="rotation", extra=[("extra row", "value")])
+    lines = text.splitlines()
+    # the values are aligned after the longest name, "symplecticity residual"
+    assert lines[0] == "rotation" and lines[1] == "  " + "extra row".ljust(22) + "  value"
+    assert "(not claimed)" not in text  # a symplectic map claims both residuals
+    shown = dict(metrics, iterated_structure="volume")
+    assert "symplecticity residual" in metrics.summary(title="t", metrics=shown)
+    assert "(not claimed)" in metrics.summary(title="t", metrics=shown)
+    assert metrics.structure_check.claimed("symplecticity") and metrics.structure_check.passed
+
+
+def test_fmt_and_the_moved_reduction_names():
+    from geomlearn.evaluation import fmt
+
+    assert (fmt(None), fmt(0.0), fmt(0.123456), fmt(1.5e-7), fmt(3)) == (
+        "n/a", "0", "0.123", "1.50e-07", "3")
+    for name in ("evaluate_reduction", "check_immersion", "ImmersionCheck",
+                 "ReductionEvaluation"):
+        assert getattr(gl, name) is getattr(gl.evaluation, name)
+        with pytest.raises(AttributeError, match=f"use geomlearn.evaluation.{name}"):
+            getattr(gl.reduction, name)

@@ -151,3 +151,26 @@ def test_residuals_are_jittable(key):
     z = jax.random.normal(key(), (4,))
     f = jax.jit(lambda x: symplecticity_residual(nonlinear_shear, x))
     assert f(z) <= 1e-14
+
+
+def test_structure_residuals_are_the_maxima_over_the_points():
+    from geomlearn.geometry import jacobian, structure_residuals
+
+    points = jnp.array([[0.3, -0.2], [1.0, 0.5], [-0.7, 0.1]])
+
+    def shear(z):  # symplectic: (q + p², p)
+        return jnp.stack([z[0] + z[1] ** 2, z[1]])
+
+    def scale(z):  # neither: det = 1.21 everywhere
+        return 1.1 * z
+
+    res = structure_residuals(shear, points, 2)
+    assert list(res) == ["symplecticity", "volume", "condition"]
+    assert res["symplecticity"] < 1e-15 and res["volume"] < 1e-15
+    expected = max(float(jnp.linalg.cond(jacobian(shear, z))) for z in points)
+    np.testing.assert_allclose(res["condition"], expected, rtol=1e-12)
+    bad = structure_residuals(scale, points, 2)
+    np.testing.assert_allclose(bad["volume"], 1.21 - 1, rtol=1e-12)
+    np.testing.assert_allclose(bad["symplecticity"], 1.21 - 1, rtol=1e-12)
+    odd = structure_residuals(lambda z: z[::-1], jnp.ones((2, 3)), 3)
+    assert set(odd) == {"volume", "condition"}

@@ -347,3 +347,92 @@ def test_bad_arguments():
         integrate(system, jnp.array([[1.0, 0.0], [jnp.nan, 0.0]]), 0.1, 2)
     with pytest.raises(TypeError, match="AbstractSystem"):
         integrate("pendulum", z0, 0.1, 2)
+
+
+# --- methods as objects ----------------------------------------------------------------
+
+
+def test_methods_are_objects_that_say_what_they_are():
+    import geomlearn.integrators as gi
+
+    classes = {
+        "euler": gi.Euler, "rk4": gi.RK4, "symplectic_euler": gi.SymplecticEuler,
+        "stormer_verlet": gi.StormerVerlet, "yoshida4": gi.Yoshida4, "yoshida6": gi.Yoshida6,
+        "implicit_midpoint": gi.ImplicitMidpoint, "gauss_legendre4": gi.GaussLegendre4,
+        "gauss_legendre6": gi.GaussLegendre6,
+    }
+    assert tuple(classes) == METHODS
+    for name, cls in classes.items():
+        method = gi.as_integrator(name)
+        assert type(method) is cls and method == cls() and hash(method) == hash(cls())
+        assert method.name == name and method.order == ORDERS[name]
+        assert method.symplectic == (name in SYMPLECTIC_METHODS)
+        assert method.separable == (name in SEPARABLE_METHODS)
+        assert method.implicit == (name in IMPLICIT_METHODS)
+        assert gi.as_integrator(method) is method
+    with pytest.raises(ValueError, match=r"method must be one of \('euler', 'rk4'"):
+        gi.as_integrator("leapfrog")
+    with pytest.raises(ValueError, match="method must be one of"):
+        gi.as_integrator(None)
+
+
+def test_an_object_integrates_exactly_as_its_name():
+    import geomlearn.integrators as gi
+
+    system = Pendulum()
+    z0 = system.default_initial_conditions()
+    for name, method in (("yoshida4", gi.Yoshida4()), ("gauss_legendre4", gi.GaussLegendre4()),
+                         ("rk4", gi.RK4())):
+        np.testing.assert_array_equal(integrate(system, z0, 0.1, 5, method=method),
+                                      integrate(system, z0, 0.1, 5, method=name))
+        np.testing.assert_array_equal(step(system, z0[0], 0.1, method=method),
+                                      step(system, z0[0], 0.1, method=name))
+    with pytest.raises(ValueError, match="separable"):
+        integrate(RigidBody(), RigidBody().default_initial_conditions(), 0.1, 2,
+                  method=gi.StormerVerlet())
+
+
+def test_implicit_step_takes_an_implicit_method_only():
+    import geomlearn.integrators as gi
+
+    f = Pendulum().vector_field
+    z = jnp.array([1.0, 0.0])
+    np.testing.assert_array_equal(gi.implicit_step(f, z, 0.1, method=gi.GaussLegendre6()),
+                                  gi.implicit_step(f, z, 0.1, method="gauss_legendre6"))
+    np.testing.assert_array_equal(gi.implicit_step(f, z, 0.1),
+                                  step(Pendulum(), z, 0.1, method="implicit_midpoint"))
+    for bad in ("rk4", gi.RK4(), "leapfrog"):
+        with pytest.raises(ValueError, match=r"method must be one of \['gauss_legendre4'"):
+            gi.implicit_step(f, z, 0.1, method=bad)
+    with pytest.raises(ValueError, match="on_failure must be 'raise' or 'nan'"):
+        gi.implicit_step(f, z, 0.1, on_failure="ignore")
+
+
+def test_a_user_defined_method_plugs_in():
+    import geomlearn.integrators as gi
+
+    class Heun(gi.AbstractIntegrator):
+        name: ClassVar[str] = "heun"
+        order: ClassVar[int] = 2
+        symplectic: ClassVar[bool] = False
+
+        def step(self, system, z, h):
+            k1 = system.vector_field(z)
+            k2 = system.vector_field(z + h * k1)
+            return z + (0.5 * h) * (k1 + k2), jnp.array(True)
+
+    system, z0 = HarmonicOscillator(), jnp.array([1.0, 0.5])
+    errors = [np.abs(np.asarray(integrate(system, z0, 2.0, 1, method=Heun(), substeps=k)[-1])
+                     - harmonic_exact(np.asarray(z0), 2.0)).max() for k in (16, 32, 64)]
+    slope = np.polyfit(np.log(2.0 / np.array([16, 32, 64])), np.log(errors), 1)[0]
+    assert abs(slope - 2) <= 0.3
+    with pytest.raises(TypeError):  # a method must say its order (an abstract class variable)
+
+        class NoOrder(gi.AbstractIntegrator):
+            name: ClassVar[str] = "no_order"
+            symplectic: ClassVar[bool] = False
+
+            def step(self, system, z, h):
+                return z, jnp.array(True)
+
+        NoOrder()

@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 
 import geomlearn as gl
+from geomlearn import _files
 from geomlearn import io as gio
 from geomlearn.io import PersistenceError
-from geomlearn.models._base import (
+from geomlearn.models import _catalogue
+from geomlearn.models import (
     AbstractFeedForwardIntegrator,
     AbstractHamiltonianModel,
     AbstractModel,
@@ -63,6 +65,15 @@ def concrete_model_classes():
 
 def test_every_model_class_has_a_round_trip_case():
     assert sorted(concrete_model_classes()) == sorted(CASES)
+
+
+def test_the_catalogue_finds_every_model_class_and_names_them_for_an_unknown_one():
+    for name in concrete_model_classes():
+        assert _catalogue.model_class(name) is getattr(gl.models, name)
+    assert set(concrete_model_classes()) <= set(_catalogue.model_classes())
+    assert gio.register is _catalogue.register
+    with pytest.raises(ValueError, match="unknown model class 'MysteryNet'.*GSympNet.*register"):
+        _catalogue.model_class("MysteryNet")
 
 
 def output(model, key):
@@ -188,6 +199,13 @@ def test_wrong_version_unknown_class_and_mismatched_arrays(key, tmp_path):
     with pytest.raises(PersistenceError, match="cannot rebuild GSympNet"):
         gl.load(bad)
 
+    def unknown_tag(h):
+        h["config"]["activation"] = {"__function__": "tanh"}
+
+    bad.write_bytes(rewrite(unknown_tag, raw))
+    with pytest.raises(PersistenceError, match="unrecognised value in the saved config"):
+        gl.load(bad)
+
 
 def test_no_pickle_is_ever_unpickled(key, tmp_path):
     path, raw = good_file(tmp_path, key)
@@ -212,7 +230,7 @@ def test_save_is_atomic(key, tmp_path, monkeypatch):
     def broken_replace(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(gio.os, "replace", broken_replace)
+    monkeypatch.setattr(_files.os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
         gl.save(path, other)
     monkeypatch.undo()
@@ -234,3 +252,6 @@ def test_load_reads_the_model_of_a_checkpoint(key, tmp_path):
     model, _ = gl.fit(TinyShear(2, key=key()), (x, 0.9 * x), epochs=2, key=key(),
                       checkpoint=tmp_path / "c", progress=False)
     assert_same_model(model, gl.load(tmp_path / "c"))
+    gl.save(tmp_path / "m", model)  # and load_checkpoint refuses a model file
+    with pytest.raises(ValueError, match="is not a training checkpoint .it holds a model"):
+        gio.load_checkpoint(tmp_path / "m", model, None, expect={})

@@ -14,16 +14,24 @@ import numpy as np
 import pytest
 
 import geomlearn as gl
-from geomlearn.datasets import RECIPES, forced_rigid_body, parametric_pendulum
+from geomlearn.cli import RECIPES
+from geomlearn.datasets import forced_rigid_body, parametric_pendulum
 from geomlearn.geometry import symplecticity_residual, volume_residual
 from geomlearn.integrators import integrate
 from geomlearn.layers.positional import positional_encoding
-from geomlearn.models import transformer as transformer_module
+from geomlearn.layers import _position_signal as signals
 from geomlearn.systems import SYSTEMS, ForcedRigidBody, ParametricPendulum
 
 from _helpers import normal, randomize
 
 PLACEMENTS = ("input", "scaled", "conjugate", "bias")
+# The object each placement name is turned into, once, in the model's constructor.
+SIGNALS = {
+    "input": signals.InputTable,
+    "scaled": signals.ScaledTable,
+    "conjugate": signals.Conjugate,
+    "bias": signals.PositionBias,
+}
 STRUCTURE_TOL = 1e-12  # float64, as every structure test of the suite
 
 
@@ -67,12 +75,13 @@ def position_factor(Z):
 # ----------------------------------------------------------------------- structure
 
 
-@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("placement, signal", list(SIGNALS.items()), ids=PLACEMENTS)
 @pytest.mark.parametrize("name", ["ST", "LST", "VPT"])
-def test_every_placement_keeps_the_structure(name, placement, key, rng):
+def test_every_placement_keeps_the_structure(name, placement, signal, key, rng):
     # Random parameters, including non-zero position gains (scale 0.3: moderate
     # conditioning, as in the other structure tests).
     model = randomize(make(name, placement, key()), rng, 0.3)
+    assert type(model.signal) is signal  # the placement object, chosen once
     if placement == "bias":
         gains = jax.tree_util.tree_leaves(model.position_gains)
         assert gains and all(float(jnp.max(jnp.abs(g))) > 0.05 for g in gains)
@@ -114,7 +123,7 @@ def test_vpt_inverse_needs_the_position_bias(key, rng):
 
 @pytest.mark.parametrize("name", ["ST", "LST", "VPT", "TF"])
 def test_true_is_the_bias_placement_and_starts_as_the_plain_model(name, key, rng):
-    assert transformer_module.DEFAULT_PLACEMENT == "bias"
+    assert signals.DEFAULT_PLACEMENT == "bias"
     k = key()
     plain, encoded = make(name, False, k), make(name, True, k)
     assert encoded.positional_encoding is True and plain.position_gains is None
@@ -204,6 +213,55 @@ def test_placement_is_a_stored_constructor_argument(key, tmp_path):
         assert loaded.positional_encoding == placement
         Z = jnp.ones((3, 3)) * 0.3
         np.testing.assert_array_equal(loaded(Z), model(Z))
+
+
+@pytest.mark.parametrize("name", ["ST", "LST", "VPT", "TF"])
+def test_true_is_the_bias_placement_object(name, key, rng):
+    k = key()
+    true, bias = make(name, True, k), make(name, "bias", k)
+    assert type(true.signal) is type(bias.signal) is signals.PositionBias
+    assert true.signal == bias.signal and hash(true.signal) == hash(bias.signal)
+    # The stored argument stays what was given (the saved files and the CLI read it).
+    assert true.positional_encoding is True and bias.positional_encoding == "bias"
+    assert true.config()["positional_encoding"] is True
+    assert bias.config()["positional_encoding"] == "bias"
+    true, bias = (randomize(m, np.random.default_rng(7), 0.3) for m in (true, bias))
+    dim = 3 if name == "VPT" else 4
+    Z = normal(rng, (4, dim))
+    np.testing.assert_array_equal(true(Z), bias(Z))
+    plain = make(name, False, k)
+    assert type(plain.signal) is signals.NoSignal and plain.positional_encoding is False
+
+
+def test_placement_objects():
+    assert tuple(signals.PLACEMENTS) == PLACEMENTS
+    for name, cls in SIGNALS.items():
+        value, signal = signals.parse_positional_encoding(name)
+        assert value == name and type(signal) is cls
+        assert isinstance(signal, signals.AbstractPositionSignal)
+        assert jax.tree_util.tree_leaves(signal) == []  # no fields: a static option
+    assert signals.parse_positional_encoding(np.bool_(True)) == (True, signals.PositionBias())
+    assert signals.parse_positional_encoding(False) == (False, signals.NoSignal())
+    # Only the bias builds gains; only the translations build a table.
+    rows = (3, (2,))
+    for name, cls in SIGNALS.items():
+        gains = cls().zero_gains(rows, jnp.float64, 5)
+        encoder = cls().encoder(4)
+        if name == "bias":
+            assert gains[0].shape == (3, 5) and gains[1][0].shape == (2, 5)
+            assert not np.any(np.asarray(gains[0])) and encoder is None
+        else:
+            assert gains is None and encoder.dim == 4
+
+
+@pytest.mark.parametrize("name", ["ST", "LST", "VPT", "TF"])
+def test_wrong_placement_is_refused_naming_the_choices(name, key):
+    for bad in ("front", "Bias", ""):
+        with pytest.raises(ValueError, match=r"one of \('input', 'scaled', 'conjugate', "
+                                             r"'bias'\), got " + repr(bad)):
+            make(name, bad, key())
+    with pytest.raises(TypeError, match="positional_encoding must be a bool"):
+        make(name, None, key())
 
 
 def test_invalid_placement_names_the_choices(key):

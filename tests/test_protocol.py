@@ -11,7 +11,7 @@ import pytest
 
 import geomlearn as gl
 from geomlearn import cli
-from geomlearn.models._base import AbstractFeedForwardIntegrator
+from geomlearn.models import AbstractFeedForwardIntegrator
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -160,13 +160,16 @@ def test_no_module_uses_another_modules_private_names():
 
 def test_no_kind_switch_in_the_pipeline():
     """fit, iterate, evaluate and the command line ask the model, never its kind."""
-    pipeline = ["training.py", "rollout.py", "evaluation.py", "cli.py"]
+    pipeline = ["training", "rollout", "evaluation", "cli"]
     for name in pipeline:
-        text = (ROOT / "geomlearn" / name).read_text()
+        where = ROOT / "geomlearn" / name  # a module, or a package of modules
+        paths = sorted(where.rglob("*.py")) if where.is_dir() else [where.with_suffix(".py")]
+        text = "\n".join(path.read_text() for path in paths)
         for pattern in ("kind ==", "mode ==", "_model_kind", "AbstractFeedForwardIntegrator",
                         "AbstractTransformerIntegrator", "AbstractHamiltonianModel"):
             assert pattern not in text, f"{name} switches on the model kind: {pattern!r}"
-    assert len((ROOT / "geomlearn" / "cli.py").read_text().splitlines()) <= 350
+    for path in sorted((ROOT / "geomlearn" / "cli").rglob("*.py")):  # small command modules
+        assert len(path.read_text().splitlines()) <= 350, path.name
 
 
 def test_an_unconverged_training_step_is_nan_not_a_silent_result(key):
@@ -180,3 +183,60 @@ def test_an_unconverged_training_step_is_nan_not_a_silent_result(key):
         jax.block_until_ready(hnn.step(z, task))
     mild, ok = steep_hnn(key(), 3.0), hnn.task(dt=0.05)
     np.testing.assert_allclose(mild.predict(z, ok), mild.step(z, ok), rtol=0, atol=0)
+
+
+def test_sample_forms_are_objects_recorded_by_name():
+    """A task's sample form is an object; a name is turned into it once, and a checkpoint
+    records the name."""
+    from geomlearn.models import (Accelerations, MidpointPairs, Pairs, Snapshots,
+                                  VectorFieldSamples, Windows)
+
+    forms = [Pairs(), Windows(), MidpointPairs(), VectorFieldSamples(), Accelerations(), Snapshots()]
+    names = ["pairs", "windows", "midpoint", "vector_field", "acceleration", "snapshots"]
+    assert [form.name for form in forms] == names
+    assert [form.derivatives for form in forms] == [False, False, False, True, True, False]
+    for form, name in zip(forms, names):
+        task = gl.Task(dt=0.1, samples=name)
+        assert task.samples == form and task == gl.Task(dt=0.1, samples=form)
+        assert hash(task) == hash(gl.Task(dt=0.1, samples=form))
+        assert task.as_dict() == {"seq_length": None, "prediction_window": None, "dt": 0.1,
+                                  "samples": name}
+    assert len({gl.Task(samples=form) for form in forms}) == len(forms)
+    assert gl.Task().samples == Pairs()
+    with pytest.raises(ValueError, match=r"unknown sample form 'pair'; expected one of \('pairs'"):
+        gl.Task(samples="pair")
+    with pytest.raises(TypeError, match="samples must be a sample form or its name"):
+        gl.Task(samples=3)
+
+
+def test_each_family_chooses_its_sample_form(key):
+    from geomlearn.models import (Accelerations, MidpointPairs, Pairs, Snapshots,
+                                  VectorFieldSamples, Windows)
+
+    data = gl.TrajectoryData(jax.random.normal(key(), (2, 8, 4)), 0.1)
+    arrays = (jnp.ones((5, 4)), jnp.ones((5, 4)))
+    sympnet = gl.GSympNet(4, key=key())
+    hnn = gl.HamiltonianNeuralNetwork(4, width=4, depth=1, key=key())
+    lnn = gl.LagrangianNeuralNetwork(2, width=4, depth=1, key=key())
+    vpt = gl.VolumePreservingTransformer(4, n_blocks=1, L=1, key=key())
+    ae = gl.SymplecticAutoencoder(4, 2, n_encoder_layers=1, n_encoder_blocks=1,
+                                  n_decoder_blocks=1, width=2, key=key())
+    cases = [(sympnet, {}, Pairs()), (hnn, {}, MidpointPairs()), (lnn, {}, Pairs()),
+             (vpt, {"seq_length": 3}, Windows()), (ae, {}, Snapshots())]
+    for model, options, form in cases:
+        assert model.training_samples(data, model.task(**options))[2].samples == form
+    assert hnn.training_samples(arrays, hnn.task())[2].samples == VectorFieldSamples()
+    assert lnn.training_samples(arrays, lnn.task())[2].samples == Accelerations()
+
+
+def test_structure_is_declared_once_per_class(key):
+    """Every public model names its structure; a class variable unless the configuration
+    changes it."""
+    from geomlearn.structures import STRUCTURE_NAMES
+
+    for name in gl.models.__all__:
+        cls = getattr(gl.models, name)
+        if isinstance(cls, type) and issubclass(cls, gl.AbstractModel) and not name.startswith("Abstract"):
+            assert cls.structure in STRUCTURE_NAMES, name
+    wrapped = gl.models.multistep.MultiStep(gl.ResNet(2, width=2, depth=1, key=key()), 2)
+    assert wrapped.structure == "none" and wrapped.dim == 2

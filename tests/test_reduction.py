@@ -142,8 +142,8 @@ def test_reduced_system_with_an_autoencoder(toda_data, key):
 
 
 def test_evaluate_reduction_measures_projection_and_reduction(toda_data, tmp_path):
+    from geomlearn.evaluation import evaluate_reduction
     from geomlearn.plotting import reduction_report
-    from geomlearn.reduction import evaluate_reduction
 
     toda, X = toda_data
     data = gl.TrajectoryData(X[None], 0.1)
@@ -172,7 +172,7 @@ def test_evaluate_reduction_measures_projection_and_reduction(toda_data, tmp_pat
 
 
 def test_check_immersion_passes_immersions_and_fails_a_negative_control(toda_data):
-    from geomlearn.reduction import check_immersion
+    from geomlearn.evaluation import check_immersion
 
     _, X = toda_data
     psd = proper_symplectic_decomposition(X, 4)
@@ -189,7 +189,7 @@ def test_the_registry_routes_a_reduction_to_its_own_pipeline():
     """The command line asks the spec, not the model's kind: the autoencoder's spec trains
     with Riemannian Adam (never LM) and checks the immersion; an integrator's spec keeps
     the defaults."""
-    from geomlearn.models.registry import MODELS, ModelSpec, ReductionSpec, spec_of
+    from geomlearn.cli import MODELS, ModelSpec, ReductionSpec, spec_of
 
     spec = MODELS["symplectic-autoencoder"]
     assert isinstance(spec, ReductionSpec)

@@ -12,7 +12,7 @@ import geomlearn as gl
 from geomlearn.geometry import symplectic_matrix, symplecticity_residual
 from geomlearn.layers import NeuralRidgeLayer, PolynomialRidgeLayer
 from geomlearn.models import AbstractFeedForwardIntegrator, PSympNet, RSympNet
-from geomlearn.models.registry import MODELS as REGISTRY
+from geomlearn.cli import MODELS as REGISTRY
 
 from _helpers import n_params, normal, randomize
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import geomlearn as gl
-from geomlearn.models._base import AbstractFeedForwardIntegrator
+from geomlearn.models import AbstractFeedForwardIntegrator
 
 from _tiny_models import TinyHamiltonian, TinyShear, TinyWindow
 

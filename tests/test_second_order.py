@@ -375,3 +375,31 @@ def test_subset_is_deterministic_given_key(key):
     assert float(a[2].loss) < float(full[2].loss) and int(full[2].n_samples) == x.shape[0]
     with pytest.raises(ValueError, match="needs a key"):
         lm.step(params, state, residual, x, y, None)
+
+
+# ------------------------------------------------------------ two finals, one base
+
+
+def test_gauss_newton_is_its_own_final_class():
+    from geomlearn.second_order import AbstractDampedLeastSquares
+
+    gn, lm = GaussNewton(), LevenbergMarquardt()
+    assert isinstance(GaussNewton, type) and isinstance(gn, GaussNewton)
+    assert not issubclass(GaussNewton, LevenbergMarquardt)
+    assert not issubclass(LevenbergMarquardt, GaussNewton)
+    assert isinstance(gn, AbstractDampedLeastSquares) and isinstance(lm, AbstractDampedLeastSquares)
+    assert gn.damping == 0.0 and gn.rcond == gl.second_order.GAUSS_NEWTON_RCOND
+    assert GaussNewton(rcond=None).rcond is None and GaussNewton(damping=0).gauss_newton
+    hash(gn)
+    assert gn == GaussNewton() and gn != lm
+    with pytest.raises(TypeError):
+        AbstractDampedLeastSquares()
+    # the undamped method is GaussNewton, not a LevenbergMarquardt without damping
+    with pytest.raises(ValueError, match="damping must be a number > 0.*GaussNewton"):
+        LevenbergMarquardt(damping=0.0)
+
+
+def test_normal_equations_refuse_an_unknown_jacobian_mode():
+    params, residual, t, y = _exp_problem()
+    with pytest.raises(ValueError, match=r"jacobian must be one of \['auto', 'fwd', 'rev'\]"):
+        normal_equations(residual, params, t, y, jacobian="bwd")

@@ -18,7 +18,8 @@ import geomlearn as gl
 from geomlearn import io as gio
 from geomlearn import training
 from geomlearn._progress import ProgressBar
-from geomlearn.training import NonFiniteLossError, _default_learning_rate
+from geomlearn.training import NonFiniteLossError, _fit, _inputs, _loop
+from geomlearn.training._optimizer import default_learning_rate as _default_learning_rate
 
 from _tiny_models import TinyHamiltonian, TinyResidual, TinyShear, TinyWindow
 
@@ -493,16 +494,16 @@ def test_several_epochs_per_compiled_call(key, monkeypatch):
     """Without a callback, fit groups epochs into one compiled call (fewer dispatches)."""
     x, y = rotation_pairs(key(), n=16)
     calls = []
-    original = training._train_group
+    original = _loop.train_group
 
     def counting(*args, **kwargs):
         calls.append(kwargs["group"])
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(training, "_train_group", counting)
+    monkeypatch.setattr(_fit, "train_group", counting)
     _, history = gl.fit(TinyShear(2, key=key()), (x, y), epochs=400, key=key(), progress=False)
     assert history["epoch"] == list(range(1, 401))
-    assert len(calls) < 100 and set(calls) == {training.GROUP_MAX}
+    assert len(calls) < 100 and set(calls) == {_loop.GROUP_MAX}
     calls.clear()
     gl.fit(TinyShear(2, key=key()), (x, y), epochs=5, key=key(), progress=False,
            callback=lambda *a: False)
@@ -549,14 +550,14 @@ def test_extra_args_reach_the_optimizer(key):
     gl.fit(model, (x, y), epochs=1, optimizer=opt, loss="mse", key=key(), progress=False,
            callback=lambda e, m, h: False)
     assert seen  # traced with the extra arguments
-    inputs = training._resolve(model, (x, y), epochs=1, batch_size=None, optimizer=opt,
-                               loss="mse", prediction_window=None, seq_length=None,
-                               val_data=None, checkpoint=None, checkpoint_every=None,
-                               resume=False, time_budget=None)
-    assert inputs.run.extra_args
+    inputs = _inputs.resolve(model, (x, y), epochs=1, batch_size=None, optimizer=opt,
+                             loss="mse", prediction_window=None, seq_length=None,
+                             val_data=None, checkpoint=None, checkpoint_every=None,
+                             resume=False, time_budget=None)
+    assert inputs.run.trainer.extra_args
     params, static = eqx.partition(model, eqx.is_inexact_array)
-    _, state, _ = training._train_group(params, opt.init(params), 0, 1, key(), inputs.data,
-                                        static=static, run=inputs.run, group=1)
+    _, state, _ = _loop.train_group(params, opt.init(params), 0, 1, key(), inputs.data,
+                                    static=static, run=inputs.run, group=1)
     np.testing.assert_allclose(np.asarray(state), [0.0, 0.0], atol=1e-15)
 
 
@@ -618,3 +619,74 @@ def test_ctrl_c_is_taken_between_groups_and_returns_the_model(key):
     assert isinstance(model, TinyShear)
     assert signal.getsignal(signal.SIGINT) is before
 
+
+
+# ------------------------------------------------------------- options are objects
+
+
+def test_loss_names_become_loss_objects_once():
+    """`loss=` strings are turned into `AbstractLoss` finals; a wrong name is refused with
+    the accepted names, and a loss object is accepted as it is."""
+    from geomlearn.training import (AbstractLoss, CallableLoss, MeanSquaredLoss,
+                                    RelativeLoss, resolve_loss)
+
+    assert resolve_loss("relative") == RelativeLoss()
+    assert resolve_loss("mse") == MeanSquaredLoss()
+    assert resolve_loss(RelativeLoss()) == RelativeLoss()
+    custom = resolve_loss(jnp.subtract)
+    assert isinstance(custom, CallableLoss) and custom.name == "subtract"
+    for loss in (RelativeLoss(), MeanSquaredLoss(), custom):
+        assert isinstance(loss, AbstractLoss)
+        hash(loss)  # a static part of the compiled training loop
+    assert [RelativeLoss().name, MeanSquaredLoss().name] == ["relative", "mse"]
+    assert RelativeLoss().sum_of_squares and not custom.sum_of_squares
+    for bad in ("l1", "MSE", 3, None):
+        with pytest.raises(ValueError, match=r"expected one of \['relative', 'mse'\]"):
+            resolve_loss(bad)
+
+
+def test_a_loss_object_trains_like_its_name(key):
+    x, y = rotation_pairs(key(), n=16)
+    model, k = TinyShear(2, key=key()), key()
+    by_name = gl.fit(model, (x, y), epochs=3, loss="mse", key=k, progress=False)
+    by_object = gl.fit(model, (x, y), epochs=3, loss=training.MeanSquaredLoss(), key=k,
+                       progress=False)
+    assert by_name[1]["loss"] == by_object[1]["loss"]
+    assert params_equal(by_name[0], by_object[0])
+    _, history = gl.fit(model, (x, y), epochs=2, loss=training.RelativeLoss(), key=k,
+                        progress=False, optimizer=gl.LevenbergMarquardt())
+    assert history["epoch"] == [1, 2]  # a sum of squares: a least-squares solver takes it
+
+
+def test_the_optimizer_is_wrapped_once_into_a_trainer(key):
+    """`fit` asks a trainer object, never the optimiser's type: first-order Optax, the
+    default schedule, and damped least squares (both solvers under one checkpoint name)."""
+    from geomlearn.training._trainers import AbstractTrainer, as_trainer
+
+    plan = dict(on_manifold=False, total_updates=10)
+    adam = as_trainer(optax.adam(1e-2), **plan)
+    default = as_trainer(None, **plan)
+    lm = as_trainer(gl.LevenbergMarquardt(), **plan)
+    gn = as_trainer(gl.GaussNewton(), **plan)
+    assert all(isinstance(t, AbstractTrainer) for t in (adam, default, lm, gn))
+    assert adam.name == default.name == "first_order"
+    assert lm.name == gn.name == "LevenbergMarquardt"  # what checkpoints have always stored
+    # the default schedule's planned length is not part of the compilation key
+    assert default == as_trainer(None, on_manifold=False, total_updates=99)
+    assert hash(default) == hash(as_trainer(gl.default_optimizer(7), **plan))
+    assert lm != gn
+    with pytest.raises(TypeError, match="optax.GradientTransformation"):
+        as_trainer("adam", **plan)
+
+
+def test_choose_trainer_by_name(key):
+    model = TinyShear(2, key=key())
+    solver, epochs, budget, text = gl.choose_trainer(model, 100)
+    assert isinstance(solver, gl.LevenbergMarquardt) and (epochs, budget) == (500, 150.0)
+    assert text.startswith("Levenberg–Marquardt")
+    solver, epochs, budget, text = gl.choose_trainer(model, 1000, trainer="adam")
+    assert solver is None and epochs == 100 and budget is None and text.startswith("Adam")
+    solver, *_ = gl.choose_trainer(model, 5000, trainer="lm", epochs=3)
+    assert solver.subset == 4096
+    with pytest.raises(ValueError, match="trainer must be 'auto', 'lm' or 'adam', got 'sgd'"):
+        gl.choose_trainer(model, 100, trainer="sgd")

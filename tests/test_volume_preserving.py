@@ -12,6 +12,7 @@ draws (the parameters are traced, not baked in).
 
 import itertools
 import math
+import re
 
 import equinox as eqx
 import jax
@@ -30,7 +31,7 @@ from geomlearn import (
     positional_encoding,
 )
 from geomlearn.geometry import jacobian, volume_residual
-from geomlearn.layers import volume_preserving as vp_layers
+from geomlearn.layers import _linalg, _vp_attention
 from geomlearn.models import AbstractFeedForwardIntegrator, AbstractTransformerIntegrator
 
 WINDOW_LENGTHS = (1, 2, 3, 5, 8)
@@ -280,8 +281,8 @@ def test_layer_errors(key):
 # ---------------------------------------------------------------------------------------
 # the Cayley transform
 
-_cayley = jax.jit(vp_layers._cayley, static_argnums=1)
-_cayley_apply = jax.jit(vp_layers._cayley_apply, static_argnames=("transpose", "method"))
+_cayley = jax.jit(_linalg.cayley, static_argnums=1)
+_cayley_apply = jax.jit(_linalg.cayley_apply, static_argnames=("transpose", "method"))
 
 
 CAYLEY_METHODS = ("closed_form", "solve", "auto")
@@ -290,10 +291,10 @@ CAYLEY_METHODS = ("closed_form", "solve", "auto")
 @fast_jit
 def _cayley_both_ways(C, Z):
     applied = [
-        [vp_layers._cayley_apply(C, Z, transpose=t, method=m) for m in CAYLEY_METHODS]
+        [_linalg.cayley_apply(C, Z, transpose=t, method=m) for m in CAYLEY_METHODS]
         for t in (True, False)
     ]
-    return vp_layers._cayley(C, "closed_form"), vp_layers._cayley(C, "solve"), applied
+    return _linalg.cayley(C, "closed_form"), _linalg.cayley(C, "solve"), applied
 
 
 def test_cayley_closed_form_matches_solve(key):
@@ -317,7 +318,7 @@ def test_cayley_closed_form_gradient_matches_solve(key):
         R = jax.random.normal(key(), (T, T))
 
         def loss(X, method):
-            return jnp.sum(vp_layers._cayley(X - X.T, method) * R)
+            return jnp.sum(_linalg.cayley(X - X.T, method) * R)
 
         grad = jax.jit(jax.grad(loss), static_argnums=1)
         g_closed, g_solve = grad(C0, "closed_form"), grad(C0, "solve")
@@ -338,9 +339,9 @@ def test_cayley_two_by_two_is_a_rotation():
 def test_cayley_argument_errors():
     C = jnp.zeros((4, 4))
     with pytest.raises(ValueError, match="T <= 3"):
-        vp_layers._cayley(C, "closed_form")
+        _linalg.cayley(C, "closed_form")
     with pytest.raises(ValueError, match="method"):
-        vp_layers._cayley(C, "lu")
+        _linalg.cayley(C, "lu")
 
 
 # ---------------------------------------------------------------------------------------
@@ -503,6 +504,42 @@ def test_attention_errors(key):
         att(jnp.ones((2, 3), dtype=jnp.int32))
     with pytest.raises(ValueError, match="weighting"):
         VolumePreservingAttention(3, weighting="symmetric", key=key())
+
+
+@pytest.mark.parametrize(
+    "weighting, cls",
+    [("skew", _vp_attention.SkewWeighting), ("arbitrary", _vp_attention.ArbitraryWeighting)],
+)
+def test_weighting_is_an_object_chosen_once(weighting, cls, key):
+    k = key()
+    by_name = VolumePreservingAttention(3, weighting=weighting, key=k)
+    by_object = VolumePreservingAttention(3, weighting=cls(), key=k)
+    assert isinstance(by_name.scheme, cls) and isinstance(by_name.scheme, _vp_attention.AbstractWeighting)
+    assert by_name.weighting == by_object.weighting == weighting
+    assert by_name.scheme == by_object.scheme and hash(by_name.scheme) == hash(by_object.scheme)
+    np.testing.assert_array_equal(by_name.weight, by_object.weight)
+    Z = jax.random.normal(key(), (4, 3))
+    np.testing.assert_array_equal(by_name(Z), by_object(Z))
+    model = VolumePreservingTransformer(3, weighting=weighting, key=k)
+    assert isinstance(model.scheme, cls) and model.weighting == weighting
+    assert model.config()["weighting"] == weighting  # a string, as saved files store it
+    assert model.structure == cls.structure == ("volume" if weighting == "skew" else "none")
+
+
+def test_wrong_weighting_is_refused_naming_the_choices(key):
+    expected = r"weighting must be one of \('skew', 'arbitrary'\), got "
+    for bad in ("symmetric", "Skew", None, 3):
+        with pytest.raises(ValueError, match=expected + re.escape(repr(bad))):
+            VolumePreservingAttention(3, weighting=bad, key=key())
+        with pytest.raises(ValueError, match=expected + re.escape(repr(bad))):
+            VolumePreservingTransformer(3, weighting=bad, key=key())
+
+
+def test_cayley_method_is_looked_up_and_a_wrong_one_names_the_choices():
+    C = jnp.zeros((2, 2))
+    assert set(_linalg.CAYLEY_METHODS) == {"auto", "closed_form", "solve"}
+    with pytest.raises(ValueError, match=r"one of \('auto', 'closed_form', 'solve'\), got 'lu'"):
+        _linalg.cayley(C, "lu")
 
 
 # ---------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 
 LAYERS = {
     "geometry": 1, "manifolds": 1, "systems": 1, "integrators": 1, "data": 1,
-    "datasets": 1, "second_order": 1, "reduction": 1,
+    "datasets": 1, "second_order": 1, "reduction": 1, "structures": 1,
     "layers": 2,
     "models": 3,
     "rollout": 4, "evaluation": 4, "training": 4, "io": 4,
@@ -43,7 +43,7 @@ LAYER_NAMES = {0: "leaf helpers", 1: "foundations", 2: "layers", 3: "models",
                4: "pipeline", 5: "plotting", 6: "command line", 7: "facade"}
 # Names whose comparison with a string literal selects behaviour (an option as a string).
 OPTION_NAMES = ("placement", "weighting", "samples", "integrator", "structure", "method",
-                "solver", "trainer", "kind")
+                "solver", "trainer", "loss")
 TRAINER_TYPES = ("LevenbergMarquardt", "GaussNewton", "AbstractDampedLeastSquares",
                  "AbstractSecondOrder")
 SIZE_EXEMPT = {f"{PACKAGE}.systems"}

@@ -2,7 +2,6 @@ r"""The Hénon layer: four iterations of a Hénon-like map (Burby, Tang and Maul
 
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import equinox as eqx
@@ -11,10 +10,9 @@ import jax.numpy as jnp
 
 from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
-from .._validation import check_even, check_int, float_dtype
-from .sympnet import AbstractSymplecticLayer
-from .._nn import OUTPUT_INIT_SCALE, check_point, glorot_normal, scale_by_step
-from .._validation import step_size
+from .._nn import check_point, potential_parameters, scale_by_step
+from .._validation import check_even, check_int, float_dtype, step_size
+from ._symplectic import AbstractSymplecticLayer
 
 __all__ = ["HenonLayer"]
 
@@ -102,12 +100,7 @@ class HenonLayer(AbstractSymplecticLayer):
         self.activation = activation
         dtype = float_dtype(dtype)
         n = self.dim // 2
-        k_key, a_key = jax.random.split(key)
-        self.K = glorot_normal(k_key, (self.width, n), dtype)
-        self.a = (OUTPUT_INIT_SCALE / math.sqrt(self.width)) * jax.random.normal(
-            a_key, (self.width,), dtype
-        )
-        self.b = jnp.zeros((self.width,), dtype)
+        self.K, self.a, self.b = potential_parameters(key, self.width, n, dtype)
         self.eta = jnp.zeros((n,), dtype)
 
     def potential(self, y: Float[Array, " n"]) -> Float[Array, ""]:

@@ -40,10 +40,9 @@ import numpy as np
 
 from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
-from .._validation import check_even, check_int, float_dtype
-from .._validation import step_size
-from .sympnet import AbstractSymplecticLayer
-from .._nn import check_point
+from .._nn import check_point, output_weights, scale_by_step
+from .._validation import check_even, check_int, float_dtype, step_size
+from ._symplectic import AbstractSymplecticLayer
 
 __all__ = ["PolynomialRidgeLayer", "NeuralRidgeLayer"]
 
@@ -70,10 +69,7 @@ class _AbstractRidgeLayer(AbstractSymplecticLayer):
     def _apply(self, z, h, sign: int):
         check_point(type(self).__name__, z, self.dim)
         w = self.w.astype(z.dtype)
-        increment = self._slope(jnp.dot(w, z)) * _J_times(w)
-        h = step_size(h, z.dtype)
-        if h is not None:
-            increment = h * increment
+        increment = scale_by_step(self._slope(jnp.dot(w, z)) * _J_times(w), step_size(h, z.dtype))
         return z + increment if sign > 0 else z - increment
 
     def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
@@ -147,8 +143,8 @@ class PolynomialRidgeLayer(_AbstractRidgeLayer):
         w_key, a_key = jax.random.split(key)
         self.w = jax.random.normal(w_key, (self.dim,), dtype) / math.sqrt(self.dim)
         n_coef = self.max_degree - self.min_degree + 1
-        # small coefficients: a near-identity start (1000 Adam steps reach round-off on the
-        # harmonic oscillator from every seed tried; 0.1 sometimes stalls in a local minimum)
+        # Coefficients well below OUTPUT_INIT_SCALE: a near-identity start whose quadratic
+        # and higher terms are small, so training does not start near a spurious minimum.
         self.a = 0.01 * jax.random.normal(a_key, (n_coef,), dtype)
 
     def _slope(self, s):
@@ -219,7 +215,7 @@ class NeuralRidgeLayer(_AbstractRidgeLayer):
         dtype = float_dtype(dtype)
         w_key, a_key = jax.random.split(key)
         self.w = jax.random.normal(w_key, (self.dim,), dtype) / math.sqrt(self.dim)
-        self.a = (0.1 / math.sqrt(self.width)) * jax.random.normal(a_key, (self.width,), dtype)
+        self.a = output_weights(a_key, self.width, dtype)
         self.b = jnp.zeros((self.width,), dtype)
         self.c = jnp.ones((self.width,), dtype)
 

@@ -43,11 +43,10 @@ import numpy as np
 
 from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
-from .._nn import OUTPUT_INIT_SCALE, check_point, glorot_normal, scale_by_step
+from .._nn import OUTPUT_INIT_SCALE, check_point, potential_parameters, scale_by_step
 from .._validation import check_even, check_int, float_dtype, step_size
+from ._symplectic import AbstractSymplecticLayer
 
-# `AbstractSymplecticLayer` (the family's base) is importable from this module but not
-# re-exported: the public API lists the concrete layers.
 __all__ = [
     "GradientLayerQ",
     "GradientLayerP",
@@ -58,12 +57,6 @@ __all__ = [
 ]
 
 
-
-# ---------------------------------------------------------------------------------------
-# Small helpers shared by the symplectic layers and models (also imported by henon.py,
-# resnet.py and the models).
-
-
 def _symmetric_index(n: int) -> np.ndarray:
     """`(n, n)` integer table: entry (i, j) is the position of (min(i,j), max(i,j)) in the
     row-major upper triangle, i.e. in `np.triu_indices(n)` order."""
@@ -72,28 +65,6 @@ def _symmetric_index(n: int) -> np.ndarray:
     index[rows, cols] = np.arange(rows.size)
     index[cols, rows] = np.arange(rows.size)
     return index
-
-
-# ---------------------------------------------------------------------------------------
-
-
-class AbstractSymplecticLayer(eqx.Module):
-    r"""A map of phase space $\mathbb{R}^{\dim}$ that is symplectic for every parameter
-    value and every step size `h`, with a closed-form inverse.
-
-    Concrete layers implement `__call__(z, h=None)` and `inverse(z, h=None)`, with
-    `inverse(layer(z, h), h) == z` for every `z` and `h`.
-    """
-
-    dim: eqx.AbstractVar[int]
-
-    @abc.abstractmethod
-    def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
-        raise NotImplementedError
-
-    @abc.abstractmethod
-    def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
-        raise NotImplementedError
 
 
 class _AbstractShear(AbstractSymplecticLayer):
@@ -154,14 +125,9 @@ class _AbstractGradientLayer(_AbstractShear):
         self.width = check_int("width", width, minimum=1)
         resolve_activation(activation)  # validate now, store the original argument
         self.activation = activation
-        dtype = float_dtype(dtype)
-        n = self.dim // 2
-        k_key, a_key = jax.random.split(key)
-        self.K = glorot_normal(k_key, (self.width, n), dtype)
-        self.a = (OUTPUT_INIT_SCALE / math.sqrt(self.width)) * jax.random.normal(
-            a_key, (self.width,), dtype
+        self.K, self.a, self.b = potential_parameters(
+            key, self.width, self.dim // 2, float_dtype(dtype)
         )
-        self.b = jnp.zeros((self.width,), dtype)
 
     def _increment(self, x):
         dtype = x.dtype

@@ -1,14 +1,28 @@
-"""Models: feed-forward and transformer integrators, and Hamiltonian neural networks."""
+"""Models: feed-forward and transformer integrators, and Hamiltonian neural networks.
 
-from . import autoencoder, hnn, lagrangian, registry, resnet, ridge_sympnet, sympnet, transformer, volume_preserving
-from ._base import (
+`AbstractPointModel` (the base of models whose state is one point) and the sample forms
+of a `Task` (`AbstractSamples`, `Pairs`, `Windows`, …) are importable from here for
+authors of new model families; they are not re-exported at the top level.
+"""
+
+from . import autoencoder, hnn, lagrangian, resnet, ridge_sympnet, sympnet, transformer, volume_preserving
+from ._base import AbstractModel
+from ._integrators import (
     AbstractFeedForwardIntegrator,
     AbstractHamiltonianModel,
-    AbstractModel,
+    AbstractPointModel,
     AbstractTransformerIntegrator,
-    Task,
 )
-from .registry import MODELS, ModelSpec
+from ._task import (
+    AbstractSamples,
+    Accelerations,
+    MidpointPairs,
+    Pairs,
+    Snapshots,
+    Task,
+    VectorFieldSamples,
+    Windows,
+)
 from .hnn import *  # noqa: F403
 from .lagrangian import *  # noqa: F403
 from .resnet import *  # noqa: F403
@@ -17,6 +31,7 @@ from .sympnet import *  # noqa: F403
 from .transformer import *  # noqa: F403
 from .volume_preserving import *  # noqa: F403
 from .autoencoder import *  # noqa: F403
+from .multistep import MultiStep
 
 __all__ = [
     "Task",
@@ -32,4 +47,5 @@ __all__ = [
     *volume_preserving.__all__,
     *transformer.__all__,
     *autoencoder.__all__,
+    "MultiStep",
 ]

@@ -1,15 +1,27 @@
-"""Stacks of identical layers (one `lax.scan`) and time-symmetric compositions, shared by
-the SympNet families."""
+r"""Stacks of identical layers (one `lax.scan`), alternating Q/P layers and time-symmetric
+compositions, shared by the SympNet families."""
 
-from __future__ import annotations
+import abc
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .._nn import check_point
+from .._typing import Array, Float
 from .._validation import check_int, step_size
+from ._integrators import AbstractFeedForwardIntegrator
 
-__all__ = ["half_step", "scan_stack", "stack_modules", "flip_momentum", "symmetric_map", "index_stack"]
+__all__ = [
+    "half_step",
+    "scan_stack",
+    "stack_modules",
+    "flip_momentum",
+    "symmetric_map",
+    "index_stack",
+    "alternate",
+    "AbstractSymmetrisableIntegrator",
+]
 
 
 @eqx.filter_jit
@@ -69,8 +81,50 @@ def symmetric_map(forward, inverse, z, h, invert: bool):
 
 
 def index_stack(stacked: eqx.Module, i: int, n: int) -> eqx.Module:
+    """The `i`-th of `n` stacked modules (a negative `i` counts from the end)."""
     i = check_int("i", i)
     if not -n <= i < n:
         raise IndexError(f"layer index {i} out of range for {n} layers")
     params, static = eqx.partition(stacked, eqx.is_array)
     return eqx.combine(jax.tree_util.tree_map(lambda x: x[i], params), static)
+
+
+def alternate(q_layer, p_layer, i: int, init_upper: bool):
+    """The class of the `i`-th layer (from 0) of an alternating Q/P stack that starts with
+    `q_layer` when `init_upper`, else with `p_layer`."""
+    return q_layer if (i % 2 == 0) == init_upper else p_layer
+
+
+class AbstractSymmetrisableIntegrator(AbstractFeedForwardIntegrator):
+    r"""A feed-forward integrator $\Phi_h$ with an exact inverse, optionally made
+    time-symmetric.
+
+    Subclasses define `_forward(z, h)` ($\Phi_h$) and `_backward(z, h)` ($\Phi_h^{-1}$)
+    and the flag `symmetric`. With `symmetric` the model map is
+    $S_h = R \circ \Phi_{h/2}^{-1} \circ R \circ \Phi_{h/2}$ (see `symmetric_map`),
+    symplectic when $\Phi$ is and reversible for every parameter value.
+    """
+
+    symmetric: eqx.AbstractVar[bool]
+
+    @abc.abstractmethod
+    def _forward(self, z, h):
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def _backward(self, z, h):
+        raise NotImplementedError
+
+    def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
+        """The model map at one point `z` of shape `(dim,)`; `h` scales every update."""
+        check_point(type(self).__name__, z, self.dim)
+        if self.symmetric:
+            return symmetric_map(self._forward, self._backward, z, h, False)
+        return self._forward(z, h)
+
+    def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
+        """The exact inverse map: every step undone in reverse order."""
+        check_point(type(self).__name__, z, self.dim)
+        if self.symmetric:
+            return symmetric_map(self._forward, self._backward, z, h, True)
+        return self._backward(z, h)

@@ -25,7 +25,7 @@ rollout iterates $\mathcal{N}$ in the reduced space and decodes once.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, ClassVar
 
 import equinox as eqx
 import jax
@@ -36,7 +36,10 @@ from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_even, check_int, float_dtype
 from ..manifolds import StiefelMatrix
-from ._base import AbstractModel, Task, check_data_dim, scan_rollout, sample_arrays
+from ..reduction import immersion_residual, proper_symplectic_decomposition
+from ._base import map_residuals, scan_rollout
+from ._integrators import AbstractPointModel, point_pairs
+from ._task import Snapshots, Task, check_data_dim, no_options, sample_arrays
 from .resnet import ResNet
 from .sympnet import GSympNet, LASympNet
 
@@ -96,7 +99,7 @@ def _check_point(name, z, size):
         )
 
 
-class SymplecticAutoencoder(AbstractModel):
+class SymplecticAutoencoder(AbstractPointModel):
     r"""A symplectic autoencoder $\mathbb{R}^{2N} \to \mathbb{R}^{2n} \to \mathbb{R}^{2N}$
     whose decoder is a symplectic immersion for every parameter value.
 
@@ -134,6 +137,8 @@ class SymplecticAutoencoder(AbstractModel):
     z_hat = ae.decode(y)      # (400,)
     ```
     """
+
+    structure: ClassVar[str] = "symplectic"
 
     encoder_blocks: tuple[tuple[GSympNet, PSDLayer], ...]
     decoder_blocks: tuple[tuple[GSympNet, PSDLayer], ...]
@@ -205,11 +210,6 @@ class SymplecticAutoencoder(AbstractModel):
     def dim(self) -> int:
         return self.full_dim
 
-    @property
-    def structure(self) -> str:
-        """`"symplectic"`: the decoder is a symplectic immersion for every parameter."""
-        return "symplectic"
-
     # ------------------------------------------------------------------ the maps
 
     def encode(self, z: Float[Array, " 2N"]) -> Float[Array, " 2n"]:
@@ -234,10 +234,11 @@ class SymplecticAutoencoder(AbstractModel):
     # ------------------------------------------------------------------ protocol
 
     def task(self, *, seq_length=None, prediction_window=None, dt=None, data_dt=None) -> Task:
-        from ._base import no_options
-
         no_options(self, seq_length=seq_length, prediction_window=prediction_window, dt=dt)
-        return Task(samples="snapshots")
+        return Task(samples=Snapshots())
+
+    def rollout_task(self, initial_shape, *, prediction_window=None, dt=None) -> Task:
+        return self.task(prediction_window=prediction_window, dt=dt)
 
     def training_samples(self, data, task: Task, *, what: str = "data"):
         """Snapshots `(x, x)`: every state of a `TrajectoryData` (flattened over
@@ -246,22 +247,31 @@ class SymplecticAutoencoder(AbstractModel):
         if arrays is None:
             check_data_dim(self, data, what)
             X = jnp.asarray(data.states).reshape(-1, self.full_dim)
-            return X, X, Task(samples="snapshots")
+            return X, X, Task(samples=Snapshots())
         x, y = arrays
         if x.ndim != 2 or x.shape[-1] != self.full_dim:
             raise ValueError(
                 f"{what}: expected snapshots of shape (M, {self.full_dim}), got {x.shape}"
             )
-        return x, y, Task(samples="snapshots")
+        return x, y, Task(samples=Snapshots())
 
     def predict(self, x, task: Task):
         return self(x)
 
+    def target(self, y, task: Task):
+        return y
+
+    def step(self, state, task: Task):
+        """No step: an autoencoder is not an integrator (`TypeError`)."""
+        raise TypeError(f"{type(self).__name__} is not an integrator: it has no one-step map")
+
+    def rollout(self, initial, n_points: int, task: Task):
+        """No rollout: an autoencoder is not an integrator (`TypeError`)."""
+        return self.step(initial, task)
+
     def structure_residuals(self, points, task: Task) -> dict:
         """`{"immersion"}`: the maximum over `points` (full states, encoded first) of
         the decoder's immersion residual (see `geomlearn.reduction.immersion_residual`)."""
-        from ..reduction import immersion_residual
-
         ys = jax.vmap(self.encode)(points)
         res = jax.jit(jax.vmap(lambda y: immersion_residual(self.decode, y)))(ys)
         return {"immersion": float(np.max(np.asarray(res, dtype=np.float64)))}
@@ -279,8 +289,6 @@ def initialize_from_psd(autoencoder: SymplecticAutoencoder, snapshots) -> Symple
     the coordinate embedding $[I; 0]$. The SympNet blocks start close to the identity, so
     the autoencoder starts close to the PSD of size `reduced_dim` and training refines
     it. The Stiefel matrices stay on the manifold (orthonormal SVD vectors)."""
-    from ..reduction import proper_symplectic_decomposition
-
     ae = autoencoder
     X = jnp.asarray(snapshots).reshape(-1, ae.full_dim)
     enc_first = ae.encoder_blocks[0][1]
@@ -305,10 +313,16 @@ def initialize_from_psd(autoencoder: SymplecticAutoencoder, snapshots) -> Symple
     return new
 
 
-_INTEGRATORS = {"gsympnet": GSympNet, "lasympnet": LASympNet, "resnet": ResNet}
+# The reduced integrators by the name `ReducedIntegrator(integrator=...)` stores, each built
+# on R^{2n} from (dim, n_layers, width, activation, key, dtype).
+_INTEGRATORS: dict[str, Callable[..., eqx.Module]] = {
+    "gsympnet": lambda d, n, w, a, k, t: GSympNet(d, n_layers=n, width=w, activation=a, key=k, dtype=t),
+    "lasympnet": lambda d, n, w, a, k, t: LASympNet(d, n_layers=n, key=k, dtype=t),
+    "resnet": lambda d, n, w, a, k, t: ResNet(d, width=w, depth=n, activation=a, key=k, dtype=t),
+}
 
 
-class ReducedIntegrator(AbstractModel):
+class ReducedIntegrator(AbstractPointModel):
     r"""A learned integrator in the reduced space of a symplectic autoencoder.
 
     The one-step map of the full space is $z \mapsto \Psi^d(\mathcal{N}(\Psi^e(z)))$,
@@ -337,6 +351,8 @@ class ReducedIntegrator(AbstractModel):
     `activation = "tanh"`, `train_autoencoder = False`, `key`, `dtype`. Every argument
     is stored, so `geomlearn.save`/`load` round-trip the model.
     """
+
+    structure: ClassVar[str] = "none"
 
     autoencoder: SymplecticAutoencoder
     integrator_net: eqx.Module
@@ -391,15 +407,8 @@ class ReducedIntegrator(AbstractModel):
         if not isinstance(train_autoencoder, bool):
             raise TypeError(f"train_autoencoder must be a bool, got {train_autoencoder!r}")
         self.train_autoencoder = train_autoencoder
-        if integrator == "gsympnet":
-            net = GSympNet(self.reduced_dim, n_layers=self.n_layers, width=self.width,
-                           activation=activation, key=k_nn, dtype=dtype)
-        elif integrator == "lasympnet":
-            net = LASympNet(self.reduced_dim, n_layers=self.n_layers, key=k_nn, dtype=dtype)
-        else:
-            net = ResNet(self.reduced_dim, width=self.width, depth=self.n_layers,
-                         activation=activation, key=k_nn, dtype=dtype)
-        self.integrator_net = net
+        self.integrator_net = _INTEGRATORS[integrator](
+            self.reduced_dim, self.n_layers, self.width, activation, k_nn, dtype)
 
     @classmethod
     def from_parts(cls, autoencoder: SymplecticAutoencoder, integrator_net, *,
@@ -429,10 +438,6 @@ class ReducedIntegrator(AbstractModel):
         return self.full_dim
 
     @property
-    def structure(self) -> str:
-        return "none"
-
-    @property
     def reduced_structure(self) -> str:
         """What the reduced map $\\mathcal{N}$ preserves."""
         return self.integrator_net.structure
@@ -454,8 +459,32 @@ class ReducedIntegrator(AbstractModel):
         ae = self._ae()
         return ae.decode(self.integrator_net(ae.encode(z)))
 
+    def task(self, *, seq_length=None, prediction_window=None, dt=None, data_dt=None) -> Task:
+        """Takes none of the options: a one-step map of full states."""
+        no_options(self, seq_length=seq_length, prediction_window=prediction_window, dt=dt)
+        return Task()
+
+    def rollout_task(self, initial_shape, *, prediction_window=None, dt=None) -> Task:
+        return self.task(prediction_window=prediction_window, dt=dt)
+
+    def training_samples(self, data, task: Task, *, what: str = "data"):
+        """One-step pairs of full states (a `TrajectoryData`, or a tuple of arrays
+        `(M, full_dim)`)."""
+        return point_pairs(self, data, task, what=what)
+
+    def predict(self, x, task: Task):
+        return self(x)
+
+    def target(self, y, task: Task):
+        return y
+
     def step(self, state, task: Task):
         return self(state)
+
+    def structure_residuals(self, points, task: Task) -> dict:
+        """`{"symplecticity", "volume", "condition"}` of the full-space step (which claims
+        nothing: its rank is `reduced_dim`)."""
+        return map_residuals(self, points, self.dim)
 
     def reduced_rollout(self, y0: Float[Array, " 2n"], n_points: int) -> Float[Array, "T 2n"]:
         """`n_points` reduced states: `y0` and iterates of $\\mathcal{N}$ (one scan)."""

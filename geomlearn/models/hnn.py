@@ -11,10 +11,10 @@ import jax.numpy as jnp
 
 from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
+from .._nn import check_point
 from .._validation import check_even, check_int, float_dtype
 from ..geometry import symplectic_matrix
-from .._nn import check_point
-from ._base import AbstractHamiltonianModel
+from ._integrators import AbstractHamiltonianModel
 
 __all__ = ["HamiltonianNeuralNetwork"]
 

@@ -3,7 +3,8 @@ r"""Lagrangian neural networks (Cranmer, Greydanus, Hoyer, Battaglia, Spergel an
 from __future__ import annotations
 
 import math
-from typing import Callable
+import warnings
+from typing import Callable, ClassVar
 
 import equinox as eqx
 import jax
@@ -12,17 +13,22 @@ import numpy as np
 
 from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
+from .._nn import OUTPUT_INIT_SCALE, check_point
 from .._validation import check_int, float_dtype
-from .._nn import check_point
-from ._base import AbstractModel, Task, check_data_dim, require_dt, step_size_task
+from ._base import map_residuals
+from ._integrators import AbstractPointModel, point_rollout
+from ._task import Accelerations, Pairs, Task, check_data_dim, require_dt, step_size_task
 
 __all__ = ["LagrangianNeuralNetwork"]
 
 
-#: Scale of the initial output layer of the MLP part, relative to Glorot's: at
-#: initialisation $N_\theta$ is a small correction to the kinetic prior (see the class
-#: documentation); measured in `tests/test_lagrangian.py` and `benchmarks/new_families.py`.
-OUTPUT_SCALE = 0.1
+def __getattr__(name: str):
+    # The module constant of earlier versions, now `LagrangianNeuralNetwork.output_scale`.
+    if name == "OUTPUT_SCALE":
+        warnings.warn("geomlearn.models.lagrangian.OUTPUT_SCALE is deprecated; use "
+                      "LagrangianNeuralNetwork.output_scale", DeprecationWarning, stacklevel=2)
+        return LagrangianNeuralNetwork.output_scale
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _condition_limit(dtype) -> float:
@@ -30,7 +36,7 @@ def _condition_limit(dtype) -> float:
     return 1.0 / (64.0 * float(np.finfo(dtype).eps))
 
 
-class LagrangianNeuralNetwork(AbstractModel):
+class LagrangianNeuralNetwork(AbstractPointModel):
     r"""A learned Lagrangian $L_\theta(q, \dot q)$ and its Euler–Lagrange dynamics.
 
     $L_\theta : \mathbb{R}^n \times \mathbb{R}^n \to \mathbb{R}$ is a kinetic prior plus a
@@ -41,7 +47,7 @@ class LagrangianNeuralNetwork(AbstractModel):
       \qquad M = \tfrac12 (A + A^\top),$$
 
     with $A$ (the field `mass`, $n\times n$, unconstrained) initialised to the identity and
-    the output layer of $N_\theta$ initialised at `OUTPUT_SCALE` $= 0.1$ times the Glorot
+    the output layer of $N_\theta$ initialised at `output_scale` $= 0.1$ times the Glorot
     scale. The Euler–Lagrange equation
     $\frac{d}{dt}\nabla_{\dot q} L = \nabla_q L$ solved for the acceleration gives
 
@@ -58,21 +64,16 @@ class LagrangianNeuralNetwork(AbstractModel):
     **Why the kinetic prior.** The acceleration needs the inverse of the velocity Hessian
     $\nabla_{\dot q}\nabla_{\dot q}^\top L_\theta = M + \nabla_{\dot q}\nabla_{\dot q}^\top
     N_\theta$. For a bare MLP (Cranmer et al.'s form) at a Glorot initialisation this
-    Hessian is small (eigenvalues of order $10^{-2}$) and indefinite, so it is singular on
-    a hypersurface of state space: the initial accelerations are huge near it, the loss
-    (relative or MSE) is dominated by a few samples (a relative loss of $10^{18}$ in
-    `geomlearn train --model lnn` on the pendulum, float32), and training steps into
-    singular Hessians (Levenberg–Marquardt rejects the steps, Adam stops with
-    `NonFiniteLossError`). With the prior, at initialisation the Hessian is
-    $I + O(10^{-3})$ and $\ddot q \approx 0$: training starts from a well-posed "free
-    particle" and learns the potential and the
+    Hessian is small and indefinite, so it is singular on a hypersurface of state space:
+    the initial accelerations are huge near it, the loss is dominated by a few samples,
+    and training steps into singular Hessians. With the prior, at initialisation the
+    Hessian is $I$ plus a small correction and $\ddot q \approx 0$: training starts from a
+    well-posed "free particle" and learns the potential and the
     configuration-dependent mass as the correction $N_\theta$ (and a constant mass as $M$).
     A mechanical Lagrangian $\tfrac12\dot q^\top M(q)\dot q - V(q)$ is of this form, with
     $N_\theta$ learning $\tfrac12\dot q^\top (M(q) - M)\dot q - V(q)$. The prior restricts
     nothing: $M$ is trained with the rest and may go to zero (which recovers the bare
-    form). Measured on the double pendulum (`benchmarks/new_families.py`,
-    `tests/test_lagrangian.py`): condition number $\le 1.01$ and $|\ddot q| \le 10^{-2}$ at
-    initialisation, against accelerations of order 1 in the data.
+    form).
 
     **Singular Hessians.** The acceleration exists only where the velocity Hessian
     $\nabla_{\dot q}\nabla_{\dot q}^\top L$ is invertible. Where its condition number
@@ -115,6 +116,11 @@ class LagrangianNeuralNetwork(AbstractModel):
     ```
     """
 
+    structure: ClassVar[str] = "none"
+    #: Scale of the initial output layer of $N_\theta$ relative to Glorot's: at
+    #: initialisation $N_\theta$ is a small correction to the kinetic prior.
+    output_scale: ClassVar[float] = OUTPUT_INIT_SCALE
+
     mass: Float[Array, "n n"]
     weights: tuple[Float[Array, "out in"], ...]
     biases: tuple[Float[Array, " out"], ...]
@@ -143,17 +149,13 @@ class LagrangianNeuralNetwork(AbstractModel):
         dtype = float_dtype(dtype)
         sizes = [self.dim] + [self.width] * self.depth + [1]
         keys = jax.random.split(key, len(sizes) - 1)
-        scales = [1.0] * (len(sizes) - 2) + [OUTPUT_SCALE]
+        scales = [1.0] * (len(sizes) - 2) + [self.output_scale]
         self.weights = tuple(
             s * math.sqrt(2.0 / (fan_in + fan_out)) * jax.random.normal(k, (fan_out, fan_in), dtype)
             for k, s, fan_in, fan_out in zip(keys, scales, sizes[:-1], sizes[1:])
         )
         self.mass = jnp.eye(self.n, dtype=dtype)
         self.biases = tuple(jnp.zeros((fan_out,), dtype) for fan_out in sizes[1:])
-
-    @property
-    def structure(self) -> str:
-        return "none"
 
     # ------------------------------------------------------------------ the physics
 
@@ -247,7 +249,7 @@ class LagrangianNeuralNetwork(AbstractModel):
 
     def task(self, *, seq_length=None, prediction_window=None, dt=None, data_dt=None) -> Task:
         return step_size_task(self, seq_length=seq_length, prediction_window=prediction_window,
-                              dt=dt, data_dt=data_dt, samples="pairs")
+                              dt=dt, data_dt=data_dt, samples=Pairs())
 
     def rollout_task(self, initial_shape, *, prediction_window=None, dt=None) -> Task:
         return require_dt(self, self.task(prediction_window=prediction_window, dt=dt),
@@ -267,7 +269,7 @@ class LagrangianNeuralNetwork(AbstractModel):
             dt = float(data.dt)
             if task.dt is not None and task.dt != dt:
                 raise ValueError(f"{what} has dt={dt}, but the task has dt={task.dt}")
-            return jnp.asarray(x), jnp.asarray(y), Task(dt=dt, samples="pairs")
+            return jnp.asarray(x), jnp.asarray(y), Task(dt=dt, samples=Pairs())
         if len(data) != 2:
             raise ValueError(
                 f"{what} as a tuple must be (states, accelerations), got {len(data)} items"
@@ -285,17 +287,17 @@ class LagrangianNeuralNetwork(AbstractModel):
                 f"{what}: expected accelerations of shape ({x.shape[0]}, {self.n}) or time "
                 f"derivatives ({x.shape[0]}, {self.dim}), got {y.shape}"
             )
-        return x, y, Task(dt=task.dt, samples="acceleration")
+        return x, y, Task(dt=task.dt, samples=Accelerations())
 
     def predict(self, x, task: Task):
         n = self.n
-        if task.samples == "acceleration":
+        if task.samples.derivatives:
             return self._training_acceleration(x[:n], x[n:])
         field = lambda z: jnp.concatenate([z[n:], self._training_acceleration(z[:n], z[n:])])  # noqa: E731
         return self._rk4(x, task.dt, field)
 
     def target(self, y, task: Task):
-        if task.samples == "acceleration" and y.shape[-1] == self.dim:
+        if task.samples.derivatives and y.shape[-1] == self.dim:
             return y[self.n :]
         return y
 
@@ -310,3 +312,11 @@ class LagrangianNeuralNetwork(AbstractModel):
 
     def describe_step(self, task: Task) -> str:
         return f"one RK4 step of the Euler–Lagrange dynamics of L_θ with dt={task.dt}"
+
+    def rollout(self, initial, n_points: int, task: Task):
+        return point_rollout(self, initial, n_points, task)
+
+    def structure_residuals(self, points, task: Task) -> dict:
+        """`{"symplecticity", "volume", "condition"}` of the RK4 step (in the
+        coordinates (q, q̇), where nothing is claimed)."""
+        return map_residuals(lambda s: self.step(s, task), points, self.dim)

@@ -44,9 +44,23 @@ import jax
 import jax.numpy as jnp
 
 from .._validation import check_int
-from ._base import AbstractModel, Task, check_data_dim, sample_arrays
+from ._base import AbstractModel
+from ._task import Task, check_data_dim, sample_arrays
 
 __all__ = ["MultiStep"]
+
+
+class _OfWrapped:
+    """A class attribute that reads the wrapped model's attribute of the same name (a
+    method comes bound to the wrapped model): what the wrapper leaves unchanged."""
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        return getattr(instance.model, self.name)
 
 
 class MultiStep(AbstractModel):
@@ -98,53 +112,25 @@ class MultiStep(AbstractModel):
 
     # ------------------------------------------------------------- the wrapped model's
 
-    @property
-    def dim(self) -> int:
-        return self.model.dim
-
-    @property
-    def structure(self) -> str:
-        return self.model.structure
+    dim = _OfWrapped()
+    structure = _OfWrapped()
+    task = _OfWrapped()
+    rollout_task = _OfWrapped()
+    step = _OfWrapped()
+    iterated_structure = _OfWrapped()
+    state_shape = _OfWrapped()
+    initial_states = _OfWrapped()
+    n_initial_points = _OfWrapped()
+    rollout = _OfWrapped()
+    structure_residuals = _OfWrapped()
+    describe_step = _OfWrapped()
+    inference_form = _OfWrapped()
 
     def config(self) -> dict:
         raise TypeError(
             "a MultiStep is a training wrapper and is not saved or checkpointed itself; "
             "save the trained wrapped model instead: geomlearn.save(path, multi.model)"
         )
-
-    def task(self, *, seq_length=None, prediction_window=None, dt=None, data_dt=None) -> Task:
-        return self.model.task(seq_length=seq_length, prediction_window=prediction_window,
-                               dt=dt, data_dt=data_dt)
-
-    def rollout_task(self, initial_shape, *, prediction_window=None, dt=None) -> Task:
-        return self.model.rollout_task(initial_shape, prediction_window=prediction_window, dt=dt)
-
-    def step(self, state, task: Task):
-        return self.model.step(state, task)
-
-    def iterated_structure(self, task: Task) -> str:
-        return self.model.iterated_structure(task)
-
-    def state_shape(self, task: Task) -> tuple[int, ...]:
-        return self.model.state_shape(task)
-
-    def initial_states(self, states, task: Task):
-        return self.model.initial_states(states, task)
-
-    def n_initial_points(self, task: Task) -> int:
-        return self.model.n_initial_points(task)
-
-    def rollout(self, initial, n_points: int, task: Task):
-        return self.model.rollout(initial, n_points, task)
-
-    def structure_residuals(self, points, task: Task) -> dict:
-        return self.model.structure_residuals(points, task)
-
-    def describe_step(self, task: Task) -> str:
-        return self.model.describe_step(task)
-
-    def inference_form(self):
-        return self.model.inference_form()
 
     # --------------------------------------------------------------- what is fitted
 

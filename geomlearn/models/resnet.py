@@ -9,18 +9,13 @@ import jax
 import jax.numpy as jnp
 
 from .._activations import resolve_activation
+from .._nn import OUTPUT_INIT_SCALE, check_point, glorot_normal, scale_by_step
 from .._typing import Array, Float, PRNGKeyArray
-from .._validation import check_int, float_dtype
-from .._nn import check_point, glorot_normal, scale_by_step
-from .._validation import step_size
-from ._base import AbstractFeedForwardIntegrator
+from .._validation import check_int, float_dtype, step_size
+from ._integrators import AbstractFeedForwardIntegrator
 from ._stack import scan_stack, stack_modules
 
 __all__ = ["ResNet"]
-
-# The second matrix of each block starts at this fraction of Glorot scale, so a fresh
-# network is a moderate perturbation of the identity (and still visibly not symplectic).
-OUTPUT_INIT_SCALE = 0.1
 
 
 class _ResidualBlock(eqx.Module):
@@ -35,6 +30,8 @@ class _ResidualBlock(eqx.Module):
         k1, k2 = jax.random.split(key)
         self.W1 = glorot_normal(k1, (width, dim), dtype)
         self.b = jnp.zeros((width,), dtype)
+        # W2 at a fraction of Glorot scale: a fresh network is a moderate perturbation of
+        # the identity (and still visibly not symplectic).
         self.W2 = OUTPUT_INIT_SCALE * glorot_normal(k2, (dim, width), dtype)
         self.activation = activation
 

@@ -35,20 +35,24 @@ import jax
 import jax.numpy as jnp
 
 from .._activations import resolve_activation
+from .._nn import scale_by_step
 from .._typing import Array, Float, PRNGKeyArray
-from .._validation import check_even, check_int, float_dtype
-from .._validation import check_bool as _check_bool
+from .._validation import check_bool, check_even, check_int, float_dtype, step_size
 from ..layers.henon import HenonLayer
-from ..layers.sympnet import ActivationLayerP, ActivationLayerQ, GradientLayerP, GradientLayerQ, LinearLayerP, LinearLayerQ
-from .._nn import check_point, scale_by_step
-from .._validation import step_size
-from ._base import AbstractFeedForwardIntegrator
-from ._stack import index_stack, scan_stack, stack_modules, symmetric_map
+from ..layers.sympnet import (
+    ActivationLayerP,
+    ActivationLayerQ,
+    GradientLayerP,
+    GradientLayerQ,
+    LinearLayerP,
+    LinearLayerQ,
+)
+from ._stack import AbstractSymmetrisableIntegrator, alternate, index_stack, scan_stack, stack_modules
 
 __all__ = ["GSympNet", "LASympNet", "HenonNet"]
 
 
-class GSympNet(AbstractFeedForwardIntegrator):
+class GSympNet(AbstractSymmetrisableIntegrator):
     r"""Gradient SympNet: `n_layers` gradient layers, alternating Q and P.
 
     $$\Phi_\theta = G_{n_\text{layers}} \circ \cdots \circ G_2 \circ G_1,$$
@@ -111,28 +115,15 @@ class GSympNet(AbstractFeedForwardIntegrator):
         self.width = self.dim if width is None else check_int("width", width, minimum=1)
         resolve_activation(activation)
         self.activation = activation
-        self.init_upper = _check_bool("init_upper", init_upper)
-        self.symmetric = _check_bool("symmetric", symmetric)
+        self.init_upper = check_bool("init_upper", init_upper)
+        self.symmetric = check_bool("symmetric", symmetric)
         keys = jax.random.split(key, self.n_layers)
         self.layers = tuple(
-            (GradientLayerQ if (i % 2 == 0) == init_upper else GradientLayerP)(
+            alternate(GradientLayerQ, GradientLayerP, i, init_upper)(
                 self.dim, self.width, activation, key=k, dtype=dtype
             )
             for i, k in enumerate(keys)
         )
-
-    def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
-        check_point(type(self).__name__, z, self.dim)
-        if self.symmetric:
-            return symmetric_map(self._forward, self._backward, z, h, False)
-        return self._forward(z, h)
-
-    def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
-        """The exact inverse map: the layers' inverses in reverse order."""
-        check_point(type(self).__name__, z, self.dim)
-        if self.symmetric:
-            return symmetric_map(self._forward, self._backward, z, h, True)
-        return self._backward(z, h)
 
     def _forward(self, z, h):
         for layer in self.layers:  # heterogeneous (Q, P, Q, ...): unrolled at trace time
@@ -145,7 +136,7 @@ class GSympNet(AbstractFeedForwardIntegrator):
         return z
 
 
-class LASympNet(AbstractFeedForwardIntegrator):
+class LASympNet(AbstractSymmetrisableIntegrator):
     r"""Linear–activation SympNet: linear modules alternating with activation layers.
 
     $$\Phi_\theta = \ell_{L} \circ N_{L-1} \circ \ell_{L-1} \circ \cdots \circ N_1
@@ -223,14 +214,14 @@ class LASympNet(AbstractFeedForwardIntegrator):
         self.n_linear = check_int("n_linear", n_linear, minimum=1)
         resolve_activation(activation)
         self.activation = activation
-        self.init_upper = _check_bool("init_upper", init_upper)
-        self.symmetric = _check_bool("symmetric", symmetric)
+        self.init_upper = check_bool("init_upper", init_upper)
+        self.symmetric = check_bool("symmetric", symmetric)
         dtype = float_dtype(dtype)
         lin_key, act_key = jax.random.split(key)
         lin_keys = jax.random.split(lin_key, (self.n_layers, self.n_linear))
         self.linear_layers = tuple(
             tuple(
-                (LinearLayerQ if (j % 2 == 0) == init_upper else LinearLayerP)(
+                alternate(LinearLayerQ, LinearLayerP, j, init_upper)(
                     self.dim, key=lin_keys[i, j], dtype=dtype
                 )
                 for j in range(self.n_linear)
@@ -240,24 +231,11 @@ class LASympNet(AbstractFeedForwardIntegrator):
         self.biases = jnp.zeros((self.n_layers, self.dim), dtype)
         act_keys = jax.random.split(act_key, self.n_layers - 1)
         self.activation_layers = tuple(
-            (ActivationLayerQ if (i % 2 == 0) == init_upper else ActivationLayerP)(
+            alternate(ActivationLayerQ, ActivationLayerP, i, init_upper)(
                 self.dim, activation, key=k, dtype=dtype
             )
             for i, k in enumerate(act_keys)
         )
-
-    def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
-        check_point(type(self).__name__, z, self.dim)
-        if self.symmetric:
-            return symmetric_map(self._forward, self._backward, z, h, False)
-        return self._forward(z, h)
-
-    def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
-        """The exact inverse map: every step undone in reverse order."""
-        check_point(type(self).__name__, z, self.dim)
-        if self.symmetric:
-            return symmetric_map(self._forward, self._backward, z, h, True)
-        return self._backward(z, h)
 
     def _forward(self, z, h):
         step = step_size(h, z.dtype)
@@ -282,7 +260,7 @@ class LASympNet(AbstractFeedForwardIntegrator):
         return z
 
 
-class HenonNet(AbstractFeedForwardIntegrator):
+class HenonNet(AbstractSymmetrisableIntegrator):
     r"""Hénon network: a composition of `n_layers` [`HenonLayer`][geomlearn.layers.HenonLayer]s.
 
     $$\Phi_\theta = H_h^4[V_{L}, \eta_{L}] \circ \cdots \circ H_h^4[V_1, \eta_1],
@@ -346,7 +324,7 @@ class HenonNet(AbstractFeedForwardIntegrator):
         self.width = check_int("width", width, minimum=1)
         resolve_activation(activation)
         self.activation = activation
-        self.symmetric = _check_bool("symmetric", symmetric)
+        self.symmetric = check_bool("symmetric", symmetric)
         dtype = float_dtype(dtype)
         keys = jax.random.split(key, self.n_layers)
         self.layers = stack_modules(
@@ -356,19 +334,6 @@ class HenonNet(AbstractFeedForwardIntegrator):
     def layer(self, i: int) -> HenonLayer:
         """The `i`-th Hénon layer (applied `i`-th, counting from 0) as a `HenonLayer`."""
         return index_stack(self.layers, i, self.n_layers)
-
-    def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
-        check_point(type(self).__name__, z, self.dim)
-        if self.symmetric:
-            return symmetric_map(self._forward, self._backward, z, h, False)
-        return self._forward(z, h)
-
-    def inverse(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
-        """The exact inverse map: the layers' inverses in reverse order."""
-        check_point(type(self).__name__, z, self.dim)
-        if self.symmetric:
-            return symmetric_map(self._forward, self._backward, z, h, True)
-        return self._backward(z, h)
 
     def _forward(self, z, h):
         return scan_stack(self.layers, z, step_size(h, z.dtype), False)

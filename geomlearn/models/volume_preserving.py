@@ -21,27 +21,21 @@ from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_bool as _check_bool
 from .._validation import check_floating, check_int, check_last_dim, float_dtype
+from ..layers._linalg import small_matmul, triangular_matrix
+from ..layers._position_signal import (
+    AbstractPositionSignal,
+    parse_positional_encoding,
+    position_bias,
+)
+from ..layers._vp_attention import AbstractWeighting, weighting_from
 from ..layers.positional import PositionalEncoding
-from ..layers.positional import positional_encoding as _position_table
+from ..layers._fused_shears import fuse_shears
 from ..layers.volume_preserving import (
     VolumePreservingAttention,
     VolumePreservingLowerLayer,
     VolumePreservingUpperLayer,
-    attention_inference,
-    fuse_shears,
-    small_matmul,
-    triangular_matrix,
 )
-from ._base import AbstractFeedForwardIntegrator, AbstractTransformerIntegrator
-from .transformer import (
-    check_positional_encoding,
-    pe_decode,
-    pe_encode,
-    pe_encoder,
-    pe_placement,
-    pe_position_bias,
-    pe_zero_gain,
-)
+from ._integrators import AbstractFeedForwardIntegrator, AbstractTransformerIntegrator
 
 __all__ = ["VolumePreservingFeedForward", "VolumePreservingTransformer"]
 
@@ -199,7 +193,7 @@ class VolumePreservingFeedForward(AbstractFeedForwardIntegrator):
         r"""The same map $z \mapsto \Phi_\theta(z)$ (`h = None`), rearranged for rollouts:
         every linear run composed into one affine map and folded into the pre-activation
         of the nonlinear layer after it, all matrices formed once (see
-        `geomlearn.layers.volume_preserving._FusedShears`). Equal to the model's map up
+        `geomlearn.layers._fused_shears.fuse_shears`). Equal to the model's map up
         to rounding and volume-preserving like it; `iterate` calls this once, outside its
         loop."""
         return fuse_shears(self.layers)
@@ -214,20 +208,19 @@ class VolumePreservingFeedForward(AbstractFeedForwardIntegrator):
         return z
 
 
-#: The number of position features $e_t$ of the VPT's `"bias"` placement (see
-#: `VolumePreservingTransformer`): one sine/cosine pair, $e_t = (\sin t, \cos t)$ centred.
-VPT_POSITION_FEATURES = 2
+# The number of position features $e_t$ of the VPT's `"bias"` placement (see
+# `VolumePreservingTransformer`): one sine/cosine pair, $e_t = (\sin t, \cos t)$ centred.
+_VPT_POSITION_FEATURES = 2
 
 
 def _biased_layers(ff: VolumePreservingFeedForward) -> list[int]:
     """Indices of the layers of `ff` that take a position bias: the **first** layer with a
     bias (the first nonlinear layer, or a linear layer with a bias before it).
 
-    One biased layer per unit, not all of them, is the measured choice (issue 14): with a
-    gain in every biased layer the rigid-body VPT's Levenberg–Marquardt iterations cost 2×
-    more and converged slower (150 iterations: 1.0e-3 against 3.9e-4 without encoding);
-    with one gain of two features per unit they reached 2.8e-4, and the driven pendulum's
-    validation error still improved 2.2× under Adam."""
+    One biased layer per unit, not all of them: a gain in every biased layer made each
+    Levenberg–Marquardt iteration markedly dearer and converged slower on a Markov
+    problem, while one gain of two features per unit still lets the model use the order
+    (benchmarks/RESULTS.md)."""
     return [i for i, layer in enumerate(ff.layers) if layer.bias is not None][:1]
 
 
@@ -246,7 +239,7 @@ def _feedforward_with_bias(ff: VolumePreservingFeedForward, Z, gains):
             Mt, c = layer.affine_map(dtype, None)
             c = c[None, :]
             if i in biases:
-                c = c + pe_position_bias(biases[i], T).astype(dtype)
+                c = c + position_bias(biases[i], T).astype(dtype)
             affine = (Mt, c) if affine is None else (small_matmul(affine[0], Mt), small_matmul(affine[1], Mt) + c)
             continue
         if affine is not None:
@@ -255,7 +248,7 @@ def _feedforward_with_bias(ff: VolumePreservingFeedForward, Z, gains):
         Wt = triangular_matrix(layer.weight.astype(dtype), layer.dim, layer.is_lower, transpose=True)
         pre = small_matmul(Z, Wt) + layer.bias_term(dtype, Z.ndim)
         if i in biases:
-            pre = pre + pe_position_bias(biases[i], T).astype(dtype)
+            pre = pre + position_bias(biases[i], T).astype(dtype)
         Z = Z + layer.activation_fn()(pre)
     if affine is not None:
         Z = small_matmul(Z, affine[0]) + affine[1]
@@ -266,7 +259,7 @@ def _feedforward_inverse_with_bias(ff: VolumePreservingFeedForward, Y, gains):
     """The exact inverse of `_feedforward_with_bias`: each layer is inverted row by row
     with its bias `b + G e_t` (substitution, as `layer.inverse`)."""
     biases = {
-        i: pe_position_bias(g, Y.shape[0]) for i, g in zip(_biased_layers(ff), gains)
+        i: position_bias(g, Y.shape[0]) for i, g in zip(_biased_layers(ff), gains)
     }
     for i in reversed(range(len(ff.layers))):
         layer = ff.layers[i]
@@ -287,9 +280,7 @@ class _StructureOfWeighting:
     volume)."""
 
     def __get__(self, instance, owner) -> str:
-        if instance is None or instance.weighting == "skew":
-            return "volume"
-        return "none"
+        return "volume" if instance is None else instance.scheme.structure
 
 
 class VolumePreservingTransformer(AbstractTransformerIntegrator):
@@ -321,13 +312,8 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
     learned gain $G \in \mathbb{R}^{d\times 2}$ initialised to **zero** — at
     initialisation the model is the one without encoding, and a row-dependent bias keeps
     every Jacobian unit triangular. It adds $2d$ parameters per unit (6 for the
-    rigid body's `L = 1`). Measured (`benchmarks/positional_encoding.py`, issue 14): on a
-    problem where the order matters (a driven pendulum with period-aligned windows) it
-    improves the validation error about 2.2× at equal budget; on the Markov rigid body it
-    costs nothing measurable (Adam: 1.0×; Levenberg–Marquardt, 150 iterations: 2.8e-4
-    against 3.9e-4 without). A gain in *every* biased layer with eight features
-    (the first design) improved the pendulum slightly more (2.6×) but cost up to 1.6× on
-    the rigid body and made each Levenberg–Marquardt iteration 2× dearer. Any placement breaks the equivariance.
+    rigid body's `L = 1`). Any placement breaks the equivariance; the measurements
+    behind the default are in `docs/concepts/positional_encoding.md`.
 
     **Weighting.** `weighting="arbitrary"` uses the non-skew attention of
     GeometricMachineLearning.jl (its default `skew_sym=false`), which does **not**
@@ -346,9 +332,10 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
     - `n_blocks`, `n_linear`, `activation`, `init_upper`: of each feed-forward network
       (see [`VolumePreservingFeedForward`][geomlearn.VolumePreservingFeedForward]).
     - `L`: the number of attention + feed-forward units, $\ge 1$.
-    - `weighting`: `"skew"` (volume-preserving, default) or `"arbitrary"`.
-    - `positional_encoding`: `False` (default: no position signal), `True` (the measured
-      default, `"bias"`), or a placement by name: `"bias"` (above), `"input"` (the table
+    - `weighting`: `"skew"` (volume-preserving, default) or `"arbitrary"` (turned into
+      the attention's weighting object once, here; `model.weighting` stays the name).
+    - `positional_encoding`: `False` (default: no position signal), `True` (the default
+      placement, `"bias"`), or a placement by name: `"bias"` (above), `"input"` (the table
       added first, $Z + P$), `"scaled"` ($Z + 0.1\,P_{\text{short}}$, frequencies
       $2^{-j}$) or `"conjugate"` ($\Phi(Z + P) - P$).
     - `key`: a JAX PRNG key; `dtype`: the parameter dtype (`None`: JAX's default float).
@@ -377,8 +364,9 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
     L: int = eqx.field(static=True)
     activation: Callable | str = eqx.field(static=True)
     init_upper: bool = eqx.field(static=True)
-    weighting: str = eqx.field(static=True)
+    scheme: AbstractWeighting = eqx.field(static=True)
     positional_encoding: bool | str = eqx.field(static=True)
+    signal: AbstractPositionSignal = eqx.field(static=True)
     seq_length: int | None = eqx.field(static=True)
 
     def __init__(
@@ -390,7 +378,7 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
         L: int = 1,
         activation: Callable | str = jnp.tanh,
         init_upper: bool = False,
-        weighting: Literal["skew", "arbitrary"] = "skew",
+        weighting: Literal["skew", "arbitrary"] | AbstractWeighting = "skew",
         positional_encoding: bool | str = False,
         key: PRNGKeyArray,
         dtype=None,
@@ -402,17 +390,15 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
         resolve_activation(activation)  # validate now, store the original argument
         self.activation = activation
         self.init_upper = _check_bool("init_upper", init_upper)
-        if weighting not in ("skew", "arbitrary"):
-            raise ValueError(f"weighting must be 'skew' or 'arbitrary', got {weighting!r}")
-        self.weighting = weighting
-        self.positional_encoding = check_positional_encoding(positional_encoding)
+        self.scheme = weighting_from(weighting)
+        self.positional_encoding, self.signal = parse_positional_encoding(positional_encoding)
         self.seq_length = None
         dtype = float_dtype(dtype)
         attention, feedforward = [], []
         for k in jax.random.split(key, self.L):
             a_key, f_key = jax.random.split(k)
             attention.append(
-                VolumePreservingAttention(self.dim, weighting=weighting, key=a_key, dtype=dtype)
+                VolumePreservingAttention(self.dim, weighting=self.scheme, key=a_key, dtype=dtype)
             )
             feedforward.append(
                 VolumePreservingFeedForward(
@@ -427,16 +413,14 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
             )
         self.attention = tuple(attention)
         self.feedforward = tuple(feedforward)
-        placement = pe_placement(self.positional_encoding)
-        self.encoder = pe_encoder(placement, self.dim)
-        self.position_gains = (
-            tuple(
-                tuple(pe_zero_gain(self.dim, dtype, VPT_POSITION_FEATURES) for _ in _biased_layers(ff))
-                for ff in self.feedforward
-            )
-            if placement == "bias"
-            else None
-        )
+        self.encoder = self.signal.encoder(self.dim)
+        rows = tuple(tuple(self.dim for _ in _biased_layers(ff)) for ff in self.feedforward)
+        self.position_gains = self.signal.zero_gains(rows, dtype, _VPT_POSITION_FEATURES)
+
+    @property
+    def weighting(self) -> str:
+        """The name of the attention weighting: `"skew"` or `"arbitrary"`."""
+        return self.scheme.name
 
     def _check(self, Z) -> None:
         name = type(self).__name__
@@ -448,15 +432,14 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
     def __call__(self, Z: Float[Array, "T dim"]) -> Float[Array, "T dim"]:
         r"""Map the window `Z` `(T, dim)` to $\Phi_\theta(Z)$ (same shape and dtype)."""
         self._check(Z)
-        placement = pe_placement(self.positional_encoding)
-        Z = pe_encode(placement, self.encoder, Z)
+        Z = self.signal.encode(self.encoder, Z)
         for u, (attention, feedforward) in enumerate(zip(self.attention, self.feedforward)):
             Z = attention(Z)
             if self.position_gains is None:
                 Z = feedforward(Z)
             else:
                 Z = _feedforward_with_bias(feedforward, Z, self.position_gains[u])
-        return pe_decode(placement, self.encoder, Z)
+        return self.signal.decode(self.encoder, Z)
 
     def inference_form(self):
         r"""The same window map for rollouts: each skew attention with its matrix $S$
@@ -465,39 +448,31 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
         and volume-preserving like it. With the `"bias"` placement of the positional
         encoding the model itself is returned.
 
-        (Measured, issue 16: XLA already hoists this parameter-only work out of the
-        rollout loop, so the compiled loop body has as many kernels as the model map's;
-        folding the affine maps into the pre-activations, as
-        `VolumePreservingFeedForward.inference_form` does, gave one kernel *more* per call
-        inside the transformer and is therefore not used here.)"""
+        XLA already hoists this parameter-only work out of a rollout loop; folding the
+        affine maps into the pre-activations, as
+        `VolumePreservingFeedForward.inference_form` does, adds a kernel per call inside
+        the transformer and is therefore not used here."""
         if self.position_gains is not None:
             return self
         return _VolumePreservingTransformerInference(
-            attention=tuple(attention_inference(a) for a in self.attention),
+            attention=tuple(a.inference_form() for a in self.attention),
             feedforward=self.feedforward,
             encoder=self.encoder,
-            placement=pe_placement(self.positional_encoding),
+            signal=self.signal,
         )
 
     def inverse(self, Y: Float[Array, "T dim"]) -> Float[Array, "T dim"]:
         r"""The exact inverse $\Phi_\theta^{-1}$ (skew weighting only; see
         `VolumePreservingAttention.inverse`)."""
         self._check(Y)
-        placement = pe_placement(self.positional_encoding)
-        if placement == "conjugate":
-            Y = self.encoder(Y)
+        Y = self.signal.undo_decode(self.encoder, Y)
         for u in reversed(range(self.L)):
             if self.position_gains is None:
                 Y = self.feedforward[u].inverse(Y)
             else:
                 Y = _feedforward_inverse_with_bias(self.feedforward[u], Y, self.position_gains[u])
             Y = self.attention[u].inverse(Y)
-        if placement in ("input", "conjugate"):
-            # The same float64 table, rounded once to Y's dtype, that the encoding added.
-            Y = Y - _position_table(Y.shape[0], self.dim, dtype=Y.dtype)
-        elif placement == "scaled":
-            Y = Y - pe_encode(placement, self.encoder, jnp.zeros_like(Y))
-        return Y
+        return self.signal.undo_encode(self.encoder, Y)
 
 
 class _VolumePreservingTransformerInference(eqx.Module):
@@ -507,10 +482,10 @@ class _VolumePreservingTransformerInference(eqx.Module):
     attention: tuple
     feedforward: tuple
     encoder: PositionalEncoding | None
-    placement: str | None = eqx.field(static=True)
+    signal: AbstractPositionSignal = eqx.field(static=True)
 
     def __call__(self, Z: Float[Array, "T dim"]) -> Float[Array, "T dim"]:
-        Z = pe_encode(self.placement, self.encoder, Z)
+        Z = self.signal.encode(self.encoder, Z)
         for attention, feedforward in zip(self.attention, self.feedforward):
             Z = feedforward(attention(Z))
-        return pe_decode(self.placement, self.encoder, Z)
+        return self.signal.decode(self.encoder, Z)

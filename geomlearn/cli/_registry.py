@@ -1,4 +1,4 @@
-"""The models the command line knows, by name, with their default configurations.
+r"""The models the command line knows, by name, with their default configurations.
 
 `MODELS` maps a command-line name to a `ModelSpec`; `geomlearn list` prints it and
 `geomlearn train --model NAME` builds `spec.build(dim, key=...)`. A new family becomes
@@ -8,7 +8,7 @@ A spec also says how the command line *uses* its model — `prepare` (check, and
 the data), `trainer`, `evaluate`, `report` and `check` — so the command never asks what
 kind of model it holds. The defaults serve integrators (`geomlearn.evaluate`,
 `geomlearn.check_structure`, `geomlearn.plotting.report`); `ReductionSpec` serves
-reductions (`geomlearn.reduction.evaluate_reduction`, `check_immersion`,
+reductions (`geomlearn.evaluation.evaluate_reduction`, `check_immersion`,
 `geomlearn.plotting.reduction_report`).
 """
 
@@ -18,7 +18,16 @@ import dataclasses
 import inspect
 from typing import Any
 
-from . import autoencoder, hnn, lagrangian, resnet, ridge_sympnet, sympnet, transformer, volume_preserving
+import jax
+import jax.numpy as jnp
+import optax
+
+from .. import models
+from ..evaluation import check_immersion, check_structure, evaluate, evaluate_reduction
+from ..manifolds import riemannian_adam
+from ..models import initialize_from_psd
+from ..plotting import reduction_report, report
+from ..training import choose_trainer
 
 __all__ = ["ModelSpec", "ReductionSpec", "MODELS", "register_model", "resolve_model", "spec_of"]
 
@@ -45,6 +54,18 @@ class ModelSpec:
         """`cls(dim, **defaults, **overrides, key=key)`."""
         return self.cls(dim, **{**self.defaults, **overrides}, key=key)
 
+    def _window_options(self, params, seq_length, prediction_window, positional_encoding):
+        """`(overrides, fit_options)` of a window model: `prediction_window = seq_length`
+        by default (the rollout then iterates the model map itself and keeps its
+        structure)."""
+        T = seq_length
+        pw = T if prediction_window is None else prediction_window
+        if not 1 <= pw <= T:
+            raise ValueError(f"--prediction-window must be between 1 and --seq-length={T}, got {pw}")
+        overrides = {"seq_length": T} if "seq_length" in params else {}
+        overrides["positional_encoding"] = bool(positional_encoding)
+        return overrides, {"seq_length": T, "prediction_window": pw}
+
     def build_for(self, system, *, key, seq_length=None, prediction_window=None,
                   positional_encoding=False, reduced_dim=None):
         """`(model, fit_options)`: the model for `system` with the command line's options.
@@ -57,14 +78,8 @@ class ModelSpec:
         params = inspect.signature(self.cls.__init__).parameters
         overrides, options = {}, {}
         if self.windows:
-            T = seq_length
-            pw = T if prediction_window is None else prediction_window
-            if not 1 <= pw <= T:
-                raise ValueError(f"--prediction-window must be between 1 and --seq-length={T}, got {pw}")
-            if "seq_length" in params:
-                overrides["seq_length"] = T
-            overrides["positional_encoding"] = bool(positional_encoding)
-            options = {"seq_length": T, "prediction_window": pw}
+            overrides, options = self._window_options(
+                params, seq_length, prediction_window, positional_encoding)
         if reduced_dim is not None:
             if "reduced_dim" not in params:
                 raise ValueError(f"--reduced-dim does not apply to {self.name}")
@@ -80,28 +95,20 @@ class ModelSpec:
         """The model to train on `data` (a `TrajectoryData`), after checking that it can
         be used on a training sample like `sample`: an integrator must have a one-step
         map (`TypeError` otherwise)."""
-        import jax
-
         jax.eval_shape(lambda z: model.step(z, task), sample)
         return model
 
     def trainer(self, model, n_samples: int, *, batch_size=None, **options):
         """`(optimizer, epochs, time_budget, description)`: `geomlearn.training.choose_trainer`
         (`batch_size`, the minibatch size the command line chose, is not needed here)."""
-        from ..training import choose_trainer
-
         return choose_trainer(model, n_samples, **options)
 
     def evaluate(self, model, system, data, **options):
         """`geomlearn.evaluate(model, system, data, **options)` (the rollout against the data)."""
-        from ..evaluation import evaluate
-
         return evaluate(model, system, data, **options)
 
     def report(self, path, *, run: dict, history: dict, evaluation) -> bool:
         """The report figure (`geomlearn.plotting.report`)."""
-        from ..plotting import report
-
         return report(path, history=history, evaluation=evaluation,
                       loss_name=run.get("loss", "relative"), labels=run.get("labels") or (),
                       canonical=bool(run.get("canonical", True)))
@@ -109,8 +116,6 @@ class ModelSpec:
     def check(self, model, points, *, prediction_window=None, dt=None):
         """`geomlearn.check_structure` of the iterated map (an object with `passed` and
         `report(title=...)`)."""
-        from ..evaluation import check_structure
-
         return check_structure(model, points, prediction_window=prediction_window, dt=dt)
 
     def incompatibility(self, system) -> str | None:
@@ -137,7 +142,7 @@ class _DegreesOfFreedomSpec(ModelSpec):
         return self.cls(dim // 2, **{**self.defaults, **overrides}, key=key)
 
     def incompatibility(self, system) -> str | None:
-        """Also refuse a system whose canonical momenta are not its velocities: a
+        r"""Also refuse a system whose canonical momenta are not its velocities: a
         Lagrangian network reads the states as $(q, \dot q)$, and the data of the command
         line are the system's canonical $(q, p)$. They agree only where $\dot q =
         \partial H/\partial p = p$ (unit masses, kinetic energy $|p|^2/2$), checked on
@@ -155,11 +160,8 @@ class _DegreesOfFreedomSpec(ModelSpec):
 
 
 def _momenta_are_velocities(system) -> bool:
-    """Whether $\partial H/\partial p = p$ for `system`, at its first default initial
+    r"""Whether $\partial H/\partial p = p$ for `system`, at its first default initial
     conditions perturbed by 0.1·N(0, 1) (float64 when enabled, else float32 tolerances)."""
-    import jax
-    import jax.numpy as jnp
-
     z0 = jnp.asarray(system.default_initial_conditions())[:4]
     z = z0 + 0.1 * jax.random.normal(jax.random.PRNGKey(0), z0.shape, z0.dtype)
     n = system.dim // 2
@@ -175,29 +177,21 @@ class ReductionSpec(ModelSpec):
     (`initialize_from_psd`), trains the reconstruction with Riemannian Adam under a
     cosine learning-rate schedule over the run (`epochs` default `default_epochs`),
     evaluates the projection and reduction errors against the full solution
-    (`geomlearn.reduction.evaluate_reduction`), draws the wave packet of the full and the
+    (`geomlearn.evaluation.evaluate_reduction`), draws the wave packet of the full and the
     reduced model (`geomlearn.plotting.reduction_report`), and checks that the decoder is
     a symplectic immersion, $(D\Psi^d)^\top\mathbb{J}_{2N}D\Psi^d = \mathbb{J}_{2n}$
-    (`geomlearn.reduction.check_immersion`).
+    (`geomlearn.evaluation.check_immersion`).
     """
 
     default_epochs: int = 60
     learning_rate: float = 1e-2
 
     def prepare(self, model, task, sample, data):
-        import jax
-
-        from .autoencoder import initialize_from_psd
-
         jax.eval_shape(model, sample)  # the reconstruction of one snapshot
         return initialize_from_psd(model, data.states)
 
     def trainer(self, model, n_samples: int, *, batch_size=256, trainer="auto", epochs=None,
                 time_budget=None):
-        import optax
-
-        from ..manifolds import riemannian_adam
-
         if trainer == "lm":
             raise ValueError(f"{self.name} trains with Riemannian Adam (its Stiefel "
                              "matrices must stay on the manifold); --trainer lm does not apply")
@@ -209,19 +203,13 @@ class ReductionSpec(ModelSpec):
             f"{self.learning_rate * 1e-2:g}, {epochs} epochs, started from the PSD")
 
     def evaluate(self, model, system, data, **options):
-        from ..reduction import evaluate_reduction
-
         return evaluate_reduction(model, system, data)
 
     def report(self, path, *, run, history, evaluation) -> bool:
-        from ..plotting import reduction_report
-
         return reduction_report(path, history=history, evaluation=evaluation,
                                 loss_name=run.get("loss", "relative"))
 
     def check(self, model, points, *, prediction_window=None, dt=None):
-        from ..reduction import check_immersion
-
         return check_immersion(model, points)
 
 
@@ -258,35 +246,30 @@ def spec_of(model) -> ModelSpec:
 
 
 for _spec in (
-    ModelSpec("gsympnet", sympnet.GSympNet, {"n_layers": 4, "width": 16}, "symplectic", True),
-    ModelSpec("lasympnet", sympnet.LASympNet, {"n_layers": 3, "n_linear": 2}, "symplectic", True),
-    ModelSpec("henonnet", sympnet.HenonNet, {"n_layers": 3, "width": 8}, "symplectic", True),
-    ModelSpec("psympnet", ridge_sympnet.PSympNet, {"n_layers": 8, "max_degree": 4}, "symplectic", True),
-    ModelSpec("rsympnet", ridge_sympnet.RSympNet, {"n_layers": 8, "width": 4}, "symplectic", True),
-    _DegreesOfFreedomSpec("lnn", lagrangian.LagrangianNeuralNetwork, {"width": 32, "depth": 2}, "none", True),
-    ModelSpec("resnet", resnet.ResNet, {"width": 16, "depth": 2}, "none"),
-    ModelSpec("hnn", hnn.HamiltonianNeuralNetwork, {"width": 16, "depth": 2}, "symplectic", True),
-    ModelSpec("vp-feedforward", volume_preserving.VolumePreservingFeedForward,
+    ModelSpec("gsympnet", models.GSympNet, {"n_layers": 4, "width": 16}, "symplectic", True),
+    ModelSpec("lasympnet", models.LASympNet, {"n_layers": 3, "n_linear": 2}, "symplectic", True),
+    ModelSpec("henonnet", models.HenonNet, {"n_layers": 3, "width": 8}, "symplectic", True),
+    ModelSpec("psympnet", models.PSympNet, {"n_layers": 8, "max_degree": 4}, "symplectic", True),
+    ModelSpec("rsympnet", models.RSympNet, {"n_layers": 8, "width": 4}, "symplectic", True),
+    _DegreesOfFreedomSpec("lnn", models.LagrangianNeuralNetwork, {"width": 32, "depth": 2}, "none", True),
+    ModelSpec("resnet", models.ResNet, {"width": 16, "depth": 2}, "none"),
+    ModelSpec("hnn", models.HamiltonianNeuralNetwork, {"width": 16, "depth": 2}, "symplectic", True),
+    ModelSpec("vp-feedforward", models.VolumePreservingFeedForward,
               {"n_blocks": 6, "n_linear": 1}, "volume"),
-    ModelSpec("transformer", transformer.Transformer, {"n_heads": 1, "L": 2, "n_blocks": 1},
+    ModelSpec("transformer", models.Transformer, {"n_heads": 1, "L": 2, "n_blocks": 1},
               "none", windows=True),
-    ModelSpec("vp-transformer", volume_preserving.VolumePreservingTransformer,
+    ModelSpec("vp-transformer", models.VolumePreservingTransformer,
               {"n_blocks": 6, "n_linear": 1, "L": 1}, "volume", windows=True),
-    ModelSpec("linear-symplectic-transformer", transformer.LinearSymplecticTransformer,
+    ModelSpec("linear-symplectic-transformer", models.LinearSymplecticTransformer,
               {"n_sympnet": 2, "L": 1}, "symplectic", True, windows=True),
-    ModelSpec("symplectic-transformer", transformer.SymplecticTransformer,
+    ModelSpec("symplectic-transformer", models.SymplecticTransformer,
               {"n_sympnet": 2, "L": 1}, "symplectic", True, windows=True),
-):
-    register_model(_spec)
-
-
-# Model reduction (issue 15): `reduced_dim` is the constructor argument that the command
-# line's `--reduced-dim` overrides. The autoencoder trains with Riemannian Adam (plain
-# Adam would break the decoder's symplectic-immersion property); see `ReductionSpec`.
-for _spec in (
-    ReductionSpec("symplectic-autoencoder", autoencoder.SymplecticAutoencoder,
+    # Model reduction: `reduced_dim` is the constructor argument that `--reduced-dim`
+    # overrides. The autoencoder trains with Riemannian Adam (plain Adam would break the
+    # decoder's symplectic-immersion property); see `ReductionSpec`.
+    ReductionSpec("symplectic-autoencoder", models.SymplecticAutoencoder,
                   {"reduced_dim": 2, "width": 16}, "symplectic", True),
-    ModelSpec("reduced-integrator", autoencoder.ReducedIntegrator,
+    ModelSpec("reduced-integrator", models.ReducedIntegrator,
               {"reduced_dim": 2, "integrator": "gsympnet", "n_layers": 4, "width": 16,
                "train_autoencoder": True}, "none", True),
 ):

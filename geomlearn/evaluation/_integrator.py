@@ -1,4 +1,4 @@
-r"""Evaluation: how good an integrator a trained model is, `evaluate(model, system, reference)`.
+r"""How good an integrator a trained model is: `evaluate(model, system, reference)`.
 
 The model is rolled out (`geomlearn.iterate`) from the initial state(s) of every
 reference trajectory for as many steps as the reference has, and compared with it:
@@ -19,21 +19,30 @@ reference trajectory for as many steps as the reference has, and compared with i
 from __future__ import annotations
 
 import dataclasses
-import math
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validation import check_int
-from .rollout import check_model, model_rollout
+from .._format import aligned_table, fmt
+from .._validation import check_int
+from ..integrators import AbstractIntegrator, as_integrator, integrate
+from ..rollout import check_model, model_rollout
+from ..structures import structure_named
+from ._timing import timed
 
-__all__ = ["evaluate", "Evaluation", "StructureCheck", "check_structure"]
+__all__ = [
+    "evaluate",
+    "Evaluation",
+    "StructureCheck",
+    "check_structure",
+    "CHECK_TOLERANCE",
+    "default_horizons",
+]
 
-#: The pass/fail tolerance of `check_structure` for a well-conditioned Jacobian; it grows
-#: with the condition number (see `check_structure`).
 CHECK_TOLERANCE = 1e-10
+"""The pass/fail tolerance of `check_structure` for a well-conditioned Jacobian; it grows
+with the condition number (see `check_structure`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,9 +65,7 @@ class StructureCheck:
 
     def claimed(self, name: str) -> bool:
         """Whether the residual `name` is one the map claims to be zero."""
-        return (name == "symplecticity" and self.structure == "symplectic") or (
-            name == "volume" and self.structure in ("symplectic", "volume")
-        )
+        return structure_named(self.structure).claims(name)
 
     def report(self, *, title: str) -> str:
         """The check as text: the map, each residual with PASS/FAIL/not claimed, the verdict."""
@@ -125,17 +132,6 @@ def _check_structure(model, points, task) -> StructureCheck:
     )
 
 
-def fmt(x) -> str:
-    """A number for a report: 3 significant digits, `n/a` for `None`."""
-    if x is None:
-        return "n/a"
-    if isinstance(x, float):
-        if x == 0.0 or not math.isfinite(x):
-            return "0" if x == 0.0 else str(x)
-        return f"{x:.3g}" if 1e-3 <= abs(x) < 1e5 else f"{x:.2e}"
-    return str(x)
-
-
 def _summary(metrics, *, title: str, extra=()) -> str:
     """The metrics as an aligned text table (what `geomlearn train` prints)."""
     rows = list(extra)
@@ -144,19 +140,17 @@ def _summary(metrics, *, title: str, extra=()) -> str:
     for name, value in metrics["invariant_drift"].items():
         ref = metrics["reference_invariant_drift"].get(name)
         rows.append((f"{name} drift", f"model {fmt(value)}   reference {fmt(ref)}"))
-    claims = metrics["iterated_structure"]
+    claims = structure_named(metrics["iterated_structure"])
     for name, value in metrics["structure_residual"].items():
-        claimed = (name == "symplecticity" and claims == "symplectic") or (
-            name == "volume" and claims in ("symplectic", "volume"))
-        rows.append((f"{name} residual", fmt(value) + ("" if claimed else "   (not claimed)")))
+        rows.append((f"{name} residual",
+                     fmt(value) + ("" if claims.claims(name) else "   (not claimed)")))
     rows.append(("checked map", metrics["iterated_map"]))
     speed = f"{fmt(metrics['rollout_states_per_second'])} states/s"
     if metrics.get("reference_states_per_second") is not None:
         speed += (f"   reference {metrics['reference_method']}: "
                   f"{fmt(metrics['reference_states_per_second'])} states/s")
     rows.append(("rollout speed", speed))
-    width = max(len(r[0]) for r in rows)
-    return "\n".join([title] + [f"  {name:<{width}}  {value}" for name, value in rows])
+    return aligned_table(title, rows)
 
 
 class Evaluation(dict):
@@ -206,7 +200,8 @@ def _reference_states(reference, dt):
 
 
 def default_horizons(n_steps: int) -> list[int]:
-    """1, 10, 100, … below `n_steps`, and `n_steps` itself."""
+    """The default horizons of `evaluate`: 1, 10, 100, … below `n_steps`, and `n_steps`
+    itself."""
     out, k = [], 1
     while k < n_steps:
         out.append(k)
@@ -215,11 +210,76 @@ def default_horizons(n_steps: int) -> list[int]:
     return out
 
 
-def _timed(fn):
-    jax.block_until_ready(fn())  # warm-up: compile
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn())
-    return out, time.perf_counter() - t0
+def _checked_horizons(model, system, states, horizons) -> list[int]:
+    """The horizons to report, after checking the dimensions and the reference length."""
+    d = states.shape[-1]
+    if d != model.dim or d != system.dim:
+        raise ValueError(
+            f"dimensions disagree: model.dim={model.dim}, system.dim={system.dim}, "
+            f"reference states have d={d}"
+        )
+    n_steps = states.shape[1] - 1
+    if n_steps < 1:
+        raise ValueError("the reference trajectories need at least 2 states")
+    horizons = default_horizons(n_steps) if horizons is None else list(horizons)
+    for h in horizons:
+        check_int("horizon", h, minimum=1)
+        if h > n_steps:
+            raise ValueError(f"horizon {h} is beyond the reference's {n_steps} steps")
+    return horizons
+
+
+def _trajectory_errors(rollout, states, horizons) -> dict[str, float]:
+    """`{str(k): ‖Ẑ_{0:k} − Z_{0:k}‖_F / ‖Z_{0:k}‖_F}` over all trajectories."""
+    diff = np.asarray(rollout - states, dtype=np.float64)
+    ref = np.asarray(states, dtype=np.float64)
+    err_sq = np.cumsum(np.sum(diff**2, axis=(0, 2)))
+    ref_sq = np.cumsum(np.sum(ref**2, axis=(0, 2)))
+    return {str(h): float(np.sqrt(err_sq[h] / ref_sq[h])) for h in horizons}
+
+
+def _invariant_drifts(system, rollout, states):
+    """`(drift, reference drift, series)` of every invariant of `system`, relative to the
+    largest initial value."""
+    invariants = getattr(system, "invariants", None) or {"energy": system.hamiltonian}
+    drift, ref_drift, series = {}, {}, {}
+    for name, fn in invariants.items():
+        f = jax.jit(jax.vmap(jax.vmap(fn)))
+        pred_vals = np.asarray(f(rollout), dtype=np.float64)
+        ref_vals = np.asarray(f(states), dtype=np.float64)
+        start = ref_vals[:, :1]
+        scale = float(np.max(np.abs(start)))
+        scale = scale if scale > 0 else 1.0
+        series[name] = {
+            "model": np.max(np.abs(pred_vals - start), axis=0) / scale,
+            "reference": np.max(np.abs(ref_vals - start), axis=0) / scale,
+        }
+        drift[name] = float(np.max(np.abs(pred_vals - start)) / scale)
+        ref_drift[name] = float(np.max(np.abs(ref_vals - start)) / scale)
+    return drift, ref_drift, series
+
+
+def _structure_points(model, states, task, n_points: int, key):
+    """`n_points` states (windows) of the iterated map taken at random from the reference."""
+    key = jax.random.PRNGKey(0) if key is None else key
+    k1, k2 = jax.random.split(key)
+    n_traj, N = states.shape[:2]
+    n_init = model.n_initial_points(task)
+    traj_idx = np.asarray(jax.random.randint(k1, (n_points,), 0, n_traj))
+    time_idx = np.asarray(jax.random.randint(k2, (n_points,), 0, N - n_init + 1))
+    return jnp.stack(
+        [model.initial_states(states[i : i + 1, t:], task)[0] for i, t in zip(traj_idx, time_idx)]
+    )
+
+
+def _reference_rate(system, states, dt, integrator):
+    """States per second of `integrator` from the reference's initial states (same
+    process, after a warm-up), or `None` without a time step."""
+    if dt is None:
+        return None
+    n_traj, N = states.shape[:2]
+    _, seconds = timed(lambda: integrate(system, states[:, 0], dt, N - 1, method=integrator))
+    return n_traj * N / seconds
 
 
 def evaluate(
@@ -232,7 +292,7 @@ def evaluate(
     prediction_window: int | None = None,
     seq_length: int | None = None,
     n_structure_points: int = 8,
-    method: str = "implicit_midpoint",
+    method: str | AbstractIntegrator = "implicit_midpoint",
     key=None,
 ) -> Evaluation:
     r"""Measure a trained model against reference trajectories of `system`.
@@ -249,12 +309,13 @@ def evaluate(
     - `dt`: the time step of an array `reference` (needed for a Hamiltonian network and
       for timing the reference integrator; without it the reference speed is `None`).
     - `horizons`: the steps `k` at which to report the trajectory error; default
-      `1, 10, 100, …` and `n_steps`.
+      `1, 10, 100, …` and `n_steps` (`default_horizons`).
     - `prediction_window`, `seq_length`: for transformers, as in `fit` and `iterate`.
     - `n_structure_points`: the number of reference states (windows) at which the
       structure residuals are computed.
-    - `method`: the reference integrator whose speed is reported
-      (`geomlearn.integrators.METHODS`).
+    - `method`: the reference integrator whose speed is reported, a
+      `geomlearn.integrators.AbstractIntegrator` or one of the names
+      `geomlearn.integrators.METHODS`.
     - `key`: a PRNG key choosing the structure sample points (default: a fixed key).
 
     **Returns:** an `Evaluation`: a mapping of JSON-serialisable metrics (`dict(result)`
@@ -271,7 +332,7 @@ def evaluate(
       verdict of `check_structure`, `"iterated_map"` which map was checked;
     - `"rollout_states_per_second"` and `"reference_states_per_second"`;
     - `"model"`, `"system"`, `"structure"`, `"n_trajectories"`, `"n_steps"`, `"dt"`,
-      `"reference_method"`.
+      `"reference_method"` (the integrator's name).
 
     ```python
     train, test = gl.datasets.pendulum_sympnets()
@@ -280,73 +341,18 @@ def evaluate(
     ```
     """
     check_model(model)
+    integrator = as_integrator(method)
     states, dt = _reference_states(reference, dt)
-    n_traj, N, d = states.shape
-    if d != model.dim or d != system.dim:
-        raise ValueError(
-            f"dimensions disagree: model.dim={model.dim}, system.dim={system.dim}, "
-            f"reference states have d={d}"
-        )
-    n_steps = N - 1
-    if n_steps < 1:
-        raise ValueError("the reference trajectories need at least 2 states")
-    horizons = default_horizons(n_steps) if horizons is None else list(horizons)
-    for h in horizons:
-        check_int("horizon", h, minimum=1)
-        if h > n_steps:
-            raise ValueError(f"horizon {h} is beyond the reference's {n_steps} steps")
+    horizons = _checked_horizons(model, system, states, horizons)
     n_structure_points = check_int("n_structure_points", n_structure_points, minimum=1)
+    n_traj, N, _ = states.shape
 
-    # --- rollout, as the model iterates itself
     task = model.task(seq_length=seq_length, prediction_window=prediction_window, data_dt=dt)
     initial = model.initial_states(states, task)
-    rollout, model_seconds = _timed(lambda: model_rollout(model, initial, N, task))
-
-    # --- errors
-    diff = np.asarray(rollout - states, dtype=np.float64)
-    ref = np.asarray(states, dtype=np.float64)
-    err_sq = np.cumsum(np.sum(diff**2, axis=(0, 2)))
-    ref_sq = np.cumsum(np.sum(ref**2, axis=(0, 2)))
-    trajectory_error = {str(h): float(np.sqrt(err_sq[h] / ref_sq[h])) for h in horizons}
-
-    # --- invariants
-    invariants = getattr(system, "invariants", None) or {"energy": system.hamiltonian}
-    drift, ref_drift, series = {}, {}, {}
-    for name, fn in invariants.items():
-        f = jax.jit(jax.vmap(jax.vmap(fn)))
-        pred_vals = np.asarray(f(rollout), dtype=np.float64)
-        ref_vals = np.asarray(f(states), dtype=np.float64)
-        start = ref_vals[:, :1]
-        scale = float(np.max(np.abs(start)))
-        scale = scale if scale > 0 else 1.0
-        series[name] = {
-            "model": np.max(np.abs(pred_vals - start), axis=0) / scale,
-            "reference": np.max(np.abs(ref_vals - start), axis=0) / scale,
-        }
-        drift[name] = float(np.max(np.abs(pred_vals - start)) / scale)
-        ref_drift[name] = float(np.max(np.abs(ref_vals - start)) / scale)
-
-    # --- structure of the iterated map at states taken from the reference
-    key = jax.random.PRNGKey(0) if key is None else key
-    k1, k2 = jax.random.split(key)
-    n_init = model.n_initial_points(task)
-    traj_idx = np.asarray(jax.random.randint(k1, (n_structure_points,), 0, n_traj))
-    time_idx = np.asarray(jax.random.randint(k2, (n_structure_points,), 0, N - n_init + 1))
-    points = jnp.stack(
-        [model.initial_states(states[i : i + 1, t:], task)[0] for i, t in zip(traj_idx, time_idx)]
-    )
+    rollout, model_seconds = timed(lambda: model_rollout(model, initial, N, task))
+    drift, ref_drift, series = _invariant_drifts(system, rollout, states)
+    points = _structure_points(model, states, task, n_structure_points, key)
     checked = _check_structure(model, points, task)
-
-    # --- reference integrator speed (same initial states, same process)
-    reference_rate = None
-    if dt is not None:
-        from .integrators import integrate
-
-        _, ref_seconds = _timed(
-            lambda: integrate(system, states[:, 0], dt, n_steps, method=method)
-        )
-        reference_rate = n_traj * N / ref_seconds
-
     metrics = {
         "model": type(model).__name__,
         "system": type(system).__name__,
@@ -354,9 +360,9 @@ def evaluate(
         "iterated_structure": checked.structure,
         "iterated_map": checked.map,
         "n_trajectories": int(n_traj),
-        "n_steps": int(n_steps),
+        "n_steps": int(N - 1),
         "dt": dt,
-        "trajectory_error": trajectory_error,
+        "trajectory_error": _trajectory_errors(rollout, states, horizons),
         "invariant_drift": drift,
         "reference_invariant_drift": ref_drift,
         "structure_residual": dict(checked.residuals),
@@ -364,7 +370,7 @@ def evaluate(
         "structure_tolerance": checked.tolerance,
         "structure_passed": checked.passed,
         "rollout_states_per_second": n_traj * N / model_seconds,
-        "reference_states_per_second": reference_rate,
-        "reference_method": method if dt is not None else None,
+        "reference_states_per_second": _reference_rate(system, states, dt, integrator),
+        "reference_method": integrator.name if dt is not None else None,
     }
     return Evaluation(metrics, rollout, states, series, checked)

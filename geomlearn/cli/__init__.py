@@ -1,0 +1,50 @@
+r"""The `geomlearn` command: a thin shell over the library (`geomlearn --help`).
+
+Models come from `geomlearn.cli.MODELS`, data from `geomlearn.cli.for_system`, training
+from `geomlearn.fit`. The trainer, evaluation, report figure and structure check come
+from the model's registry entry (`geomlearn.cli.ModelSpec`): for an integrator
+`geomlearn.training.choose_trainer`, `geomlearn.evaluate`, `geomlearn.plotting.report`
+and `geomlearn.check_structure`; for a reduction (the symplectic autoencoder, a
+`geomlearn.cli.ReductionSpec`) Riemannian Adam from the PSD,
+`geomlearn.evaluation.evaluate_reduction`, `geomlearn.plotting.reduction_report` and
+`geomlearn.evaluation.check_immersion`. `geomlearn train` writes a run folder
+(`geomlearn.cli.run_folder`) with `model.geomlearn`, `run.json` (the options),
+`history.json`, `metrics.json` and `report.png`. Exit status: 0 success, 1 a failed
+`check` or training, 2 a usage error (one line `geomlearn: error: …`, nothing written),
+130 interrupted (what was trained is saved and `run.json` says `"interrupted": true`).
+`--x64` turns on 64-bit mode for this process only; `evaluate` uses the run's precision;
+`check` computes residuals in float64.
+
+The modules: `_main` (the parser and `main`), `_commands` (train, evaluate, check,
+list), `_registry` (the models by name), `_recipes` (the data by system name), `_runs`
+(run folders).
+"""
+
+from ..systems import SYSTEMS, resolve_system
+from ._commands import model_by_name, system_by_name
+from ._errors import CLIError
+from ._main import main
+from ._recipes import DEFAULT_DT, DEFAULT_STEPS, RECIPES, for_system
+from ._registry import MODELS, ModelSpec, ReductionSpec, register_model, resolve_model, spec_of
+from ._runs import RUN_FILES, run_folder
+
+__all__ = [
+    "main",
+    "model_by_name",
+    "system_by_name",
+    "CLIError",
+    "MODELS",
+    "ModelSpec",
+    "ReductionSpec",
+    "register_model",
+    "resolve_model",
+    "spec_of",
+    "SYSTEMS",
+    "resolve_system",
+    "RECIPES",
+    "for_system",
+    "DEFAULT_DT",
+    "DEFAULT_STEPS",
+    "RUN_FILES",
+    "run_folder",
+]

@@ -1,0 +1,232 @@
+"""The commands `train`, `evaluate`, `check` and `list`; each returns an exit status."""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+
+from .._files import write_json
+from .._format import fmt
+from ..io import encode_config, save
+from ..systems import SYSTEMS, resolve_system
+from ..training import TrainingInterrupted, fit
+from ._errors import CLIError, user
+from ._recipes import for_system
+from ._registry import MODELS, resolve_model, spec_of
+from ._runs import MODEL_FILE, load_run, read_run_json, run_folder
+
+__all__ = ["DEFAULT_SEQ_LENGTH", "train", "evaluate", "check", "list_all", "model_by_name", "system_by_name"]
+
+DEFAULT_SEQ_LENGTH = 3
+
+
+def model_by_name(name: str):
+    """The registry entry of the model `name` (a CLI name or a class name, any case);
+    `CLIError` naming the valid models otherwise."""
+    return user(resolve_model, name)
+
+
+def system_by_name(name: str) -> str:
+    """The canonical CLI name of the system `name` (`-` or `_`, any case); `CLIError`
+    naming the valid systems otherwise."""
+    return user(resolve_system, name)
+
+
+# -------------------------------------------------------------------------- train
+
+
+def _check_numbers(args) -> None:
+    for flag, value in (("--epochs", args.epochs), ("--batch-size", args.batch_size),
+                        ("--seq-length", args.seq_length), ("--n-trajectories", args.n_trajectories),
+                        ("--reduced-dim", args.reduced_dim)):
+        if value is not None and value < 1:
+            raise CLIError(f"{flag} must be at least 1, got {value}")
+    if args.time_budget is not None and not args.time_budget > 0:
+        raise CLIError(f"--time-budget must be positive, got {args.time_budget}")
+
+
+def _system_and_spec(args):
+    """`(system name, system, spec)`, once the model fits the system."""
+    system_name = system_by_name(args.system)
+    spec = model_by_name(args.model)
+    system = SYSTEMS[system_name]()
+    why = spec.incompatibility(system)
+    if why:
+        raise CLIError(f"cannot train {spec.name} on {system_name}: {why}")
+    return system_name, system, spec
+
+
+def _build(spec, system, args, key):
+    """`(model, fit_options)` with the command line's options; window flags only for
+    window models."""
+    if not spec.windows:
+        for flag, value in (("--seq-length", args.seq_length), ("--prediction-window",
+                            args.prediction_window), ("--positional-encoding", args.positional_encoding or None)):
+            if value is not None:
+                raise CLIError(f"{flag} applies to transformer models only, not {spec.name}")
+    return user(
+        spec.build_for, system, key=key, seq_length=args.seq_length or DEFAULT_SEQ_LENGTH,
+        prediction_window=args.prediction_window, reduced_dim=args.reduced_dim,
+        positional_encoding=args.positional_encoding)
+
+
+def _prepare(spec, model, train_data, fit_options, args):
+    """`(model, n_samples, batch)`: the model the spec starts from, the number of
+    training samples, and the minibatch size (all samples up to 512, else 256)."""
+    x, _, task = user(model.training_samples, train_data, user(model.task, **fit_options))
+    n_samples = int(x.shape[0])
+    model = user(spec.prepare, model, task, x[0], train_data)  # e.g. a model that cannot be iterated
+    if n_samples < 1:
+        raise CLIError(f"the data give no training samples for {spec.name} with {fit_options}")
+    batch = args.batch_size if args.batch_size is not None else (n_samples if n_samples <= 512 else 256)
+    if batch > n_samples:
+        raise CLIError(f"--batch-size {batch} exceeds the {n_samples} training samples")
+    return model, n_samples, batch
+
+
+def _run_record(args, *, system_name, system, spec, model, fit_options, epochs, batch, how,
+                budget, train_data, description) -> dict:
+    """What `run.json` records: the options of the run, and what its data were."""
+    return {
+        "system": system_name, "model": spec.name, "model_class": spec.cls.__name__,
+        "model_config": encode_config(model)["config"], "epochs": epochs,
+        "batch_size": batch, "trainer": how, "time_budget": budget,
+        "seq_length": fit_options.get("seq_length"),
+        "prediction_window": fit_options.get("prediction_window"),
+        "positional_encoding": bool(args.positional_encoding),
+        "n_trajectories": args.n_trajectories, "seed": args.seed, "x64": bool(args.x64),
+        "dtype": str(train_data.states.dtype), "data": description, "loss": "relative",
+        "canonical": bool(system.canonical), "labels": list(getattr(system, "labels", ()) or ()),
+    }
+
+
+def _fit(model, train_data, val, **options):
+    """`(model, history, seconds, interrupted)` of `geomlearn.fit`; an interrupt
+    (`TrainingInterrupted`) is reported, not raised."""
+    started = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TrainingInterrupted)
+        model, history = fit(model, train_data, val_data=val, **options)
+    interrupted = any(issubclass(w.category, TrainingInterrupted) for w in caught)
+    return model, history, time.perf_counter() - started, interrupted
+
+
+def _finish(out, *, spec, model, system, held_out, fit_options, run, history, how, fit_seconds,
+            started) -> None:
+    """Evaluate the trained model, write `metrics.json` and the report, print a summary."""
+    result = spec.evaluate(model, system, held_out, **fit_options)
+    metrics = dict(result, training_seconds=fit_seconds, epochs=len(history["epoch"]),
+                   final_loss=history["loss"][-1] if history["loss"] else None,
+                   final_val_loss=history["val_loss"][-1] if history["val_loss"] else None)
+    write_json(out / "metrics.json", metrics)
+    wrote = [MODEL_FILE, "run.json", "history.json", "metrics.json"]
+    if spec.report(out / "report.png", run=run, history=history, evaluation=result):
+        wrote.append("report.png")
+    extra = [("trainer", how), ("epochs", f"{metrics['epochs']} in {fit_seconds:.3g} s"),
+             ("final loss", f"training {fmt(metrics['final_loss'])}   validation "
+                            f"{fmt(metrics['final_val_loss'])}")]
+    print(result.summary(title=f"{spec.cls.__name__} on {type(system).__name__}", extra=extra))
+    if (metrics["final_loss"] or 0) > 0.1:
+        print(f"  note: the training loss is still {fmt(metrics['final_loss'])}: the model has not "
+              "converged (too few epochs, or a poor local minimum) — try more --epochs or another --seed")
+    print(f"  wrote {out}/ ({', '.join(wrote)}) in {time.perf_counter() - started:.1f} s")
+
+
+def train(args) -> int:
+    """`geomlearn train`: build, train, save, evaluate and report one run."""
+    _check_numbers(args)
+    system_name, system, spec = _system_and_spec(args)
+    started = time.perf_counter()
+    k_model, k_fit = jax.random.split(jax.random.PRNGKey(args.seed))
+    model, fit_options = _build(spec, system, args, k_model)
+    train_data, held_out, description = user(for_system, system_name, system,
+                                             n_trajectories=args.n_trajectories, seed=args.seed)
+    model, n_samples, batch = _prepare(spec, model, train_data, fit_options, args)
+    optimizer, epochs, budget, how = user(spec.trainer, model, n_samples, batch_size=batch,
+                                          trainer=args.trainer, epochs=args.epochs, time_budget=args.time_budget)
+    out = user(run_folder, args.out, prefix=f"{system_name}-{spec.name}", force=args.force)
+    run = _run_record(args, system_name=system_name, system=system, spec=spec, model=model,
+                      fit_options=fit_options, epochs=epochs, batch=batch, how=how, budget=budget,
+                      train_data=train_data, description=description)
+    write_json(out / "run.json", run)
+    print(f"geomlearn train: {spec.cls.__name__} ({model.structure}) on {type(system).__name__} — "
+          f"{description}; trainer: {how}", file=sys.stderr)
+    model, history, fit_seconds, interrupted = _fit(
+        model, train_data, held_out if held_out is not train_data else None, epochs=epochs,
+        batch_size=batch, key=k_fit, optimizer=optimizer, time_budget=budget, **fit_options)
+    save(out / MODEL_FILE, model)
+    write_json(out / "history.json", history)
+    if interrupted:
+        write_json(out / "run.json", {**run, "interrupted": True})
+        print(f"geomlearn: interrupted after {len(history['epoch'])} epochs; saved the model "
+              f"trained so far to {out}/", file=sys.stderr)
+        return 130
+    _finish(out, spec=spec, model=model, system=system, held_out=held_out, fit_options=fit_options,
+            run=run, history=history, how=how, fit_seconds=fit_seconds, started=started)
+    return 0
+
+
+# ------------------------------------------------------------ evaluate, check, list
+
+
+def evaluate(args) -> int:
+    """`geomlearn evaluate`: evaluate a run's model again, rewrite `metrics.json` and the report."""
+    out, model, run = load_run(args.dir, need_run=True)
+    if run.get("system") not in SYSTEMS:
+        raise CLIError(f"run.json names an unknown system {run.get('system')!r}")
+    system = SYSTEMS[run["system"]]()
+    _, held_out, _ = user(for_system, run["system"], system,
+                          n_trajectories=run.get("n_trajectories"), seed=run.get("seed", 0))
+    options = {k: run[k] for k in ("seq_length", "prediction_window") if run.get(k) is not None}
+    history = (read_run_json(out / "history.json", lists=("epoch", "loss", "val_loss"))
+               if (out / "history.json").exists() else None)  # read before writing anything
+    spec = spec_of(model)
+    result = spec.evaluate(model, system, held_out, **options)
+    metrics = dict(result)
+    if (out / "metrics.json").exists():
+        previous = read_run_json(out / "metrics.json")
+        metrics.update({k: previous[k] for k in ("training_seconds", "epochs", "final_loss",
+                                                 "final_val_loss") if k in previous})
+    write_json(out / "metrics.json", metrics)
+    if history is not None:
+        spec.report(out / "report.png", run=run, history=history, evaluation=result)
+    print(result.summary(title=f"{metrics['model']} on {metrics['system']} ({out})", metrics=metrics))
+    return 0
+
+
+def check(args) -> int:
+    """`geomlearn check`: the structure residuals of a saved model at random points (exit
+    status 1 when a claimed structure fails)."""
+    if args.points < 1:
+        raise CLIError(f"--points must be at least 1, got {args.points}")
+    out, model, run = load_run(args.dir, need_run=False)
+    run = run or {}
+    T = getattr(model, "seq_length", None) or run.get("seq_length") or DEFAULT_SEQ_LENGTH
+    shape_options = {"seq_length": T} if hasattr(model, "seq_length") else {}
+    task = user(model.task, **shape_options, prediction_window=run.get("prediction_window"),
+                data_dt=0.1)
+    shape = model.state_shape(task)
+    points = jax.random.normal(jax.random.PRNGKey(0), (args.points, *shape), dtype=jnp.float64)
+    result = spec_of(model).check(model, points, prediction_window=task.prediction_window, dt=task.dt)
+    print(result.report(title=f"{type(model).__name__} ({out})"))
+    return 0 if result.passed else 1
+
+
+def list_all(args) -> int:
+    """`geomlearn list`: the systems and models, and which structure each preserves."""
+    systems = {name: cls() for name, cls in SYSTEMS.items()}
+    lines = ["systems:"]
+    for name, s in systems.items():
+        kind = "canonical" if s.canonical else "non-canonical, volume-preserving"
+        lines.append(f"  {name:<22} dim {s.dim}  {kind}; invariants: {', '.join(s.invariants)}")
+    lines.append("models:")
+    for name, spec in MODELS.items():
+        fits = [s for s, system in systems.items() if spec.incompatibility(system) is None]
+        lines.append(f"  {name:<31} {spec.cls.__name__:<28} preserves: {spec.structure:<10}  "
+                     f"systems: {', '.join(fits)}")
+    print("\n".join(lines))
+    return 0

@@ -1,0 +1,287 @@
+r"""How good a reduction is: `evaluate_reduction(reduction, system, reference)` and the
+symplectic-immersion check of its decoder, `check_immersion`.
+
+The mathematics (the reductions, the reduced system and the error measures) is in
+`geomlearn.reduction`; this module runs them against a full solution.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._format import aligned_table, fmt
+from .._typing import Array, Float
+from ..integrators import AbstractIntegrator, IntegrationError, as_integrator, integrate
+from ..reduction import ReducedHamiltonianSystem, immersion_residual, proper_symplectic_decomposition
+from ._timing import timed
+
+__all__ = [
+    "IMMERSION_TOLERANCE",
+    "ImmersionCheck",
+    "check_immersion",
+    "ReductionEvaluation",
+    "evaluate_reduction",
+]
+
+IMMERSION_TOLERANCE = 1e-10
+"""The pass/fail tolerance of `check_immersion` for a well-conditioned decoder Jacobian;
+it grows with the condition number, as in `geomlearn.check_structure`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ImmersionCheck:
+    r"""The verdict of [`check_immersion`][geomlearn.evaluation.check_immersion]: is the
+    decoder a symplectic immersion at the sample points?
+
+    **Fields:** `map` (what was checked), `residual` (the largest
+    $\lVert D^\top\mathbb{J}_{2N}D - \mathbb{J}_{2n}\rVert_F/\lVert\mathbb{J}_{2n}\rVert_F$
+    over the points), `condition` (the largest condition number $\sigma_1/\sigma_{2n}$
+    of $D = D\Psi^d(y)$), `tolerance`, `n_points`.
+    """
+
+    map: str
+    residual: float
+    condition: float
+    tolerance: float
+    n_points: int
+
+    @property
+    def passed(self) -> bool:
+        """The residual is finite and at most `tolerance`."""
+        return bool(np.isfinite(self.residual) and self.residual <= self.tolerance)
+
+    def report(self, *, title: str) -> str:
+        """The check as text (what `geomlearn check` prints)."""
+        verdict = "PASS" if self.passed else "FAIL"
+        return "\n".join([
+            f"{title}: {self.map}; it claims a symplectic immersion, (DΨ_dec)ᵀ J DΨ_dec = J. "
+            f"Residual at {self.n_points} points (encoded first; condition number of DΨ_dec "
+            f"≤ {self.condition:.3g}; tolerance {self.tolerance:.2g})",
+            f"  immersion      {self.residual:.3e}   {verdict}",
+            verdict,
+        ])
+
+
+def check_immersion(reduction, points: Float[Array, "B 2N"]) -> ImmersionCheck:
+    r"""Check that `reduction`'s decoder is a symplectic immersion at the sample points.
+
+    Each full state $z$ of `points` is encoded, $y = \Psi^e(z)$, and the residual
+    $\lVert D^\top\mathbb{J}_{2N}D - \mathbb{J}_{2n}\rVert_F / \lVert\mathbb{J}_{2n}\rVert_F$
+    of $D = D\Psi^d(y)$ (forward-mode Jacobian) is computed in the points' dtype. As in
+    `geomlearn.check_structure`, rounding perturbs $D^\top\mathbb{J}D$ relatively by
+    about $N\varepsilon\kappa(D)$, so the tolerance is
+    $\max(10^{-10},\ 64\cdot 2N\,\varepsilon\,\kappa)$ with $\kappa$ the largest
+    condition number of $D$ at the points (for an immersion $\kappa \ge 1$).
+
+    **Arguments:** `reduction` (a [`PSD`][geomlearn.reduction.PSD], a
+    [`SymplecticAutoencoder`][geomlearn.models.SymplecticAutoencoder], any module with
+    `encode`, `decode`, `full_dim`, `reduced_dim`); `points` `(B, full_dim)`.
+
+    **Returns:** an [`ImmersionCheck`][geomlearn.evaluation.ImmersionCheck].
+    """
+    points = jnp.asarray(points)
+    if points.ndim != 2 or points.shape[-1] != reduction.full_dim:
+        raise ValueError(
+            f"points must be full states of shape (B, {reduction.full_dim}), got {points.shape}"
+        )
+
+    def one(z):
+        y = reduction.encode(z)
+        s = jnp.linalg.svd(jax.jacfwd(reduction.decode)(y), compute_uv=False)
+        return immersion_residual(reduction.decode, y), s[0] / s[-1]
+
+    res, cond = (np.asarray(a, dtype=np.float64) for a in jax.jit(jax.vmap(one))(points))
+    condition = float(np.max(cond))
+    eps = float(jnp.finfo(points.dtype).eps)
+    tolerance = (max(IMMERSION_TOLERANCE, 64 * reduction.full_dim * eps * condition)
+                 if np.isfinite(condition) else IMMERSION_TOLERANCE)
+    return ImmersionCheck(
+        map=(f"the decoder Ψ_dec: ℝ^{reduction.reduced_dim} → ℝ^{reduction.full_dim} of "
+             f"{type(reduction).__name__} (a reduction has no iterated map)"),
+        residual=float(np.max(res)), condition=condition, tolerance=float(tolerance),
+        n_points=int(points.shape[0]),
+    )
+
+
+def _relative_rows(A, B) -> np.ndarray:
+    """$\\lVert A_t - B_t\\rVert / \\lVert B_t\\rVert$ for every row `t`."""
+    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    return np.linalg.norm(A - B, axis=-1) / np.linalg.norm(B, axis=-1)
+
+
+def _relative_all(A, B) -> float:
+    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    return float(np.linalg.norm(A - B) / np.linalg.norm(B))
+
+
+class ReductionEvaluation(dict):
+    r"""What [`evaluate_reduction`][geomlearn.evaluation.evaluate_reduction] returns: the
+    JSON-serialisable metrics as a `dict`, with the arrays behind them as attributes.
+
+    **Attributes:** `times` `(N,)`; `full` (the full solution $X$, `(N, 2N)`);
+    `projected` ($\Psi^d(\Psi^e(X))$); `reduced` (the reduced solution $Y$ `(N, 2n)`,
+    `None` when its integration failed) and `decoded` ($\Psi^d(Y)$ or `None`); `series`,
+    per time, `{"projection", "psd_projection", "reduction"}` relative errors (`(N,)`
+    arrays; `"reduction"` is `None` when the integration failed).
+    """
+
+    def __init__(self, metrics, *, times, full, projected, reduced, decoded, series):
+        super().__init__(metrics)
+        self.times, self.full, self.projected = times, full, projected
+        self.reduced, self.decoded, self.series = reduced, decoded, series
+
+    def summary(self, *, title: str, extra=(), metrics=None) -> str:
+        """An aligned text table of the metrics (what `geomlearn train` prints)."""
+        m = self if metrics is None else metrics
+
+        def at(errors):
+            return "   ".join(f"{k}: {fmt(v)}" for k, v in errors.items())
+
+        n = m["reduced_dim"]
+        rows = list(extra) + [
+            ("projection error", at(m["projection_error"])),
+            (f"PSD (2n = {n}) proj.", at(m["psd_projection_error"])),
+            ("reduction error", at(m["reduction_error"]) if m["reduction_failed"] is None
+             else f"the reduced integration failed: {m['reduction_failed']}"),
+            ("reduced energy", f"drift of H∘Ψ_dec along the reduced solution "
+                               f"{fmt(m['reduced_energy_drift'])}"),
+            ("immersion residual", f"{fmt(m['immersion_residual'])} (‖DᵀJD − J‖/‖J‖ of the "
+                                   f"decoder at {m['immersion_points']} encoded data states)"),
+            ("online phase", f"reduced implicit midpoint {fmt(m['reduced_seconds'])} s, full "
+                             f"order {fmt(m['full_order_seconds'])} s ({m['n_steps']} steps)"),
+        ]
+        return aligned_table(title, rows)
+
+
+def _horizons(n_steps: int) -> list[int]:
+    """The steps at 1/8, 1/4, 1/2 and all of the horizon (distinct, at least 1)."""
+    return sorted({max(1, round(n_steps * f)) for f in (0.125, 0.25, 0.5, 1.0)})
+
+
+def _full_solution(reduction, system, reference, horizons):
+    """`(X, dt, horizons)`: the first reference trajectory, its time step and the checked
+    horizons."""
+    if not (hasattr(reference, "states") and hasattr(reference, "dt")):
+        raise TypeError(
+            f"reference must be a TrajectoryData (the reduced integration needs its dt), "
+            f"got {type(reference).__name__}"
+        )
+    if reduction.full_dim != system.dim:
+        raise ValueError(
+            f"the reduction has full_dim={reduction.full_dim}, the system dim={system.dim}"
+        )
+    X = jnp.asarray(reference.states)[0]
+    n_steps = int(X.shape[0]) - 1
+    if n_steps < 1:
+        raise ValueError("the reference trajectory needs at least 2 states")
+    horizons = _horizons(n_steps) if horizons is None else [int(h) for h in horizons]
+    if any(not 1 <= h <= n_steps for h in horizons):
+        raise ValueError(f"horizons must be between 1 and {n_steps}, got {horizons}")
+    return X, float(reference.dt), horizons
+
+
+def _reduced_solution(reduction, system, X, dt, integrator):
+    """`(Y, decoded, seconds, energy drift, failure)` of the reduced system integrated
+    from the encoded first state; all but the failure message `None` when it failed."""
+    reduced_system = ReducedHamiltonianSystem(system, reduction)
+    y0 = reduction.encode(X[0])
+    try:
+        Y, seconds = timed(lambda: integrate(reduced_system, y0, dt, X.shape[0] - 1,
+                                             method=integrator))
+    except IntegrationError as e:
+        return None, None, None, None, str(e)
+    decoded = jax.jit(jax.vmap(reduction.decode))(Y)
+    H = np.asarray(jax.jit(jax.vmap(reduced_system.hamiltonian))(Y), dtype=np.float64)
+    drift = float(np.max(np.abs(H - H[0])) / max(abs(H[0]), np.finfo(np.float64).tiny))
+    return Y, decoded, seconds, drift, None
+
+
+def evaluate_reduction(
+    reduction,
+    system,
+    reference,
+    *,
+    horizons=None,
+    n_immersion_points: int = 8,
+    method: str | AbstractIntegrator = "implicit_midpoint",
+) -> ReductionEvaluation:
+    r"""Measure a reduction (a trained autoencoder or a PSD) against a full solution.
+
+    With the full solution $X = (x_0, \dots, x_K)$ (the first trajectory of
+    `reference`, time step $\Delta t$):
+
+    - **projection error** at step $k$: $\lVert\Psi^d(\Psi^e(x_k)) - x_k\rVert /
+      \lVert x_k\rVert$, and over all states $\lVert\Psi^d(\Psi^e(X)) - X\rVert_F /
+      \lVert X\rVert_F$ (`"all"`); the same for the PSD of the same reduced dimension,
+      fitted to the same states, as the linear baseline;
+    - **reduction error**: the [`ReducedHamiltonianSystem`][geomlearn.reduction.ReducedHamiltonianSystem]
+      $\dot y = \mathbb{J}_{2n}\nabla(H\circ\Psi^d)(y)$ is integrated from
+      $y_0 = \Psi^e(x_0)$ by `method` with $\Delta t$ for $K$ steps and its decoded
+      solution compared with $X$ in the same way;
+    - the relative drift of $\tilde H = H\circ\Psi^d$ along the reduced solution, the
+      immersion residual at encoded data states, and the wall time of the reduced and of
+      the full-order integration over the same horizon (each timed on a second,
+      compiled run).
+
+    **Arguments:** `reduction`; `system` (the full canonical system); `reference` (a
+    `TrajectoryData`, whose first trajectory and `dt` are used — the reduced
+    integration needs $\Delta t$);
+    `horizons` (steps; default $K/8, K/4, K/2, K$, reported as times `"t=…"`);
+    `n_immersion_points`; `method` (a `geomlearn.integrators.AbstractIntegrator` or its
+    name).
+
+    **Returns:** a [`ReductionEvaluation`][geomlearn.evaluation.ReductionEvaluation] with
+    the keys `"model"`, `"system"`, `"structure"`, `"full_dim"`, `"reduced_dim"`,
+    `"n_steps"`, `"dt"`, `"projection_error"`, `"psd_projection_error"`,
+    `"reduction_error"` (each `{"t=…": e, …, "all": e}`), `"reduction_failed"` (`None`
+    or why), `"reduced_energy_drift"`, `"immersion_residual"`, `"immersion_points"`,
+    `"reduced_seconds"`, `"full_order_seconds"`, `"speedup"`.
+    """
+    integrator = as_integrator(method)
+    X, dt, horizons = _full_solution(reduction, system, reference, horizons)
+    n_steps = int(X.shape[0]) - 1
+    times = np.arange(n_steps + 1) * dt
+    label = [f"t={times[h]:g}" for h in horizons]
+
+    def table(per_row, all_value):
+        if per_row is None:
+            return {**{k: None for k in label}, "all": None}
+        return {**{k: float(per_row[h]) for k, h in zip(label, horizons)}, "all": all_value}
+
+    P = jax.jit(jax.vmap(reduction))(X)
+    P_psd = jax.vmap(proper_symplectic_decomposition(X, reduction.reduced_dim))(X)
+    Y, decoded, reduced_seconds, drift, failed = _reduced_solution(reduction, system, X, dt,
+                                                                   integrator)
+    series = {"projection": _relative_rows(P, X), "psd_projection": _relative_rows(P_psd, X),
+              "reduction": None if decoded is None else _relative_rows(decoded, X)}
+    _, full_seconds = timed(lambda: integrate(system, X[0], dt, n_steps, method=integrator))
+    idx = np.linspace(0, n_steps, min(int(n_immersion_points), n_steps + 1)).round().astype(int)
+    check = check_immersion(reduction, X[idx])
+    metrics = {
+        "model": type(reduction).__name__,
+        "system": type(system).__name__,
+        "structure": "symplectic immersion (decoder)",
+        "full_dim": int(reduction.full_dim),
+        "reduced_dim": int(reduction.reduced_dim),
+        "n_steps": n_steps,
+        "dt": dt,
+        "projection_error": table(series["projection"], _relative_all(P, X)),
+        "psd_projection_error": table(series["psd_projection"], _relative_all(P_psd, X)),
+        "reduction_error": table(series["reduction"],
+                                 None if decoded is None else _relative_all(decoded, X)),
+        "reduction_failed": failed,
+        "reduced_energy_drift": drift,
+        "immersion_residual": check.residual,
+        "immersion_points": check.n_points,
+        "immersion_passed": check.passed,
+        "reduced_seconds": reduced_seconds,
+        "full_order_seconds": full_seconds,
+        "speedup": None if reduced_seconds is None else full_seconds / reduced_seconds,
+        "reference_method": integrator.name,
+    }
+    return ReductionEvaluation(metrics, times=times, full=X, projected=P, reduced=Y,
+                               decoded=decoded, series=series)

@@ -1,0 +1,284 @@
+r"""Where the position signal of a transformer integrator enters: one object per placement.
+
+A transformer integrator maps a window $Z \in \mathbb{R}^{T \times d}$ (row $t$ the
+state at time $t$) to a window. Its attention and row-wise layers are
+permutation-equivariant along time, so without a position signal the model cannot tell
+the order of its rows. `positional_encoding` of every transformer names one of these
+placements, each of which keeps the model's structure (symplectic or volume-preserving)
+exactly, for every parameter value:
+
+| `positional_encoding` | object | the model map |
+|---|---|---|
+| `False` | `NoSignal` | $F(Z)$ |
+| `"input"` | `InputTable` | $F(Z + P)$, with the sinusoidal table $P$ (a translation) |
+| `"scaled"` | `ScaledTable` | $F(Z + s P_{\text{short}})$, $s = 0.1$, frequencies $2^{-j}$ |
+| `"conjugate"` | `Conjugate` | $F(Z + P) - P$ (conjugation by a translation) |
+| `"bias"`, `True` | `PositionBias` | a bias $G e_t$ in the pre-activation of the row-wise layers of row $t$ |
+
+The string (or bool) is turned into its object once, in the model's constructor
+(`parse_positional_encoding`), and the model asks the object; it never compares the
+name again. Each object builds its parts — the parameterless
+[`PositionalEncoding`][geomlearn.PositionalEncoding] a translation adds, or the
+zero-initialised gains $G$ of the position bias — and applies the translation in front
+(`encode`) and behind (`decode`) of the model's own map, and undoes them for an exact
+inverse (`undo_encode`, `undo_decode`).
+
+**The position bias.** A layer $x \mapsto x + \sigma(Wx + b)$ applied to row $t$ becomes
+$x_t \mapsto x_t + \sigma(Wx_t + b + G e_t)$ with features $e_t \in \mathbb{R}^m$ of the
+row (`position_bias`). The Jacobian of every row is the layer's own with a shifted
+argument, so a gradient layer stays the gradient of a potential (symplectic) and a
+triangular shear stays unit triangular (volume-preserving). The gains start at zero,
+so at initialisation the model is bit for bit the one without encoding.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._activations import resolve_activation
+from .positional import PositionalEncoding
+from .positional import positional_encoding as _position_table
+
+__all__ = [
+    "AbstractPositionSignal",
+    "NoSignal",
+    "InputTable",
+    "ScaledTable",
+    "Conjugate",
+    "PositionBias",
+    "PLACEMENTS",
+    "DEFAULT_PLACEMENT",
+    "N_POSITION_FEATURES",
+    "SCALED_AMPLITUDE",
+    "parse_positional_encoding",
+    "position_bias",
+    "gradient_layer_with_bias",
+    "resnet_layer_with_bias",
+]
+
+#: The static amplitude $s$ of the `"scaled"` placement's table.
+SCALED_AMPLITUDE = 0.1
+#: The default number $m$ of position features $e_t \in \mathbb{R}^m$ of the `"bias"`
+#: placement.
+N_POSITION_FEATURES = 8
+
+
+def _short_base(m: int) -> float:
+    r"""The base for which the $m$ columns of the sinusoidal table have the frequencies
+    $\omega_j = 2^{-j}$ ($j = 0, 1, \dots$): wavelengths $2\pi, 4\pi, 8\pi, \dots$ rows,
+    matched to windows of a few rows (with base $10^4$ a window of 3–8 rows sees almost
+    one frequency)."""
+    return float(2.0 ** (m / 2.0))
+
+
+def _position_features(T: int, dtype, m: int):
+    r"""The features $e_t \in \mathbb{R}^m$ of the rows $t = 0, \dots, T-1$, shape
+    `(T, m)`: the sinusoidal table with frequencies $2^{-j}$, **centred over the window**
+    (its mean row subtracted). The constant part of a bias is the layer's own $b$;
+    centring keeps the gains from duplicating it (a redundant direction that slows
+    least-squares training)."""
+    E = _position_table(T, m, dtype=dtype, base=_short_base(m))
+    return E - jnp.mean(E, axis=0, keepdims=True)
+
+
+def position_bias(gain, T: int):
+    r"""The per-row bias $c_t = G e_t$, shape `(T, rows)`, in the gain's dtype (the number
+    of features $m$ is the gain's second dimension)."""
+    E = _position_features(T, gain.dtype, gain.shape[-1])
+    return E @ gain.T
+
+
+def gradient_layer_with_bias(layer, z, c):
+    r"""A gradient layer with its bias $b$ replaced by $b + c$ for one point `z`.
+
+    The increment is still the gradient of $\sum_i a_i \Sigma\big((Kx + b + c)_i\big)$, a
+    potential of the unchanged half $x$, so the layer stays a symplectic shear."""
+    return eqx.tree_at(lambda l: l.b, layer, layer.b + c)(z)
+
+
+def resnet_layer_with_bias(layer, Z, C):
+    r"""A residual layer $x_t \mapsto x_t + \sigma(W x_t + b + c_t)$ on every row $t$."""
+    dtype = Z.dtype
+    sigma = resolve_activation(layer.activation)
+    pre = Z @ layer.weight.astype(dtype).T
+    if layer.bias is not None:
+        pre = pre + layer.bias.astype(dtype)[None, :]
+    return Z + sigma(pre + C.astype(dtype))
+
+
+# --------------------------------------------------------------------------------------
+
+
+class AbstractPositionSignal(eqx.Module):
+    """Where the position signal enters a transformer integrator (see the module
+    documentation). Instances have no fields: they are hashable and are stored as static
+    fields of the models; the parts they build (a table, gains) are the model's fields."""
+
+    @abc.abstractmethod
+    def encoder(self, dim: int) -> PositionalEncoding | None:
+        """The parameterless table a translation adds (`None`: no translation)."""
+
+    @abc.abstractmethod
+    def zero_gains(self, rows, dtype, m: int = N_POSITION_FEATURES):
+        """Zero gains `(r, m)` for every row count `r` in the pytree `rows` (the same
+        pytree of arrays), or `None` for a placement without a position bias."""
+
+    @abc.abstractmethod
+    def encode(self, encoder, Z):
+        """The window in front of the model's map (the translation, if any)."""
+
+    @abc.abstractmethod
+    def decode(self, encoder, Y):
+        """The window behind the model's map (the translation back, if any)."""
+
+    @abc.abstractmethod
+    def undo_encode(self, encoder, Z):
+        """The inverse of `encode`."""
+
+    @abc.abstractmethod
+    def undo_decode(self, encoder, Y):
+        """The inverse of `decode`."""
+
+
+class _AbstractRowSignal(AbstractPositionSignal):
+    """A placement that does not translate the window."""
+
+    def encoder(self, dim: int) -> None:
+        return None
+
+    def encode(self, encoder, Z):
+        return Z
+
+    def decode(self, encoder, Y):
+        return Y
+
+    def undo_encode(self, encoder, Z):
+        return Z
+
+    def undo_decode(self, encoder, Y):
+        return Y
+
+
+class _AbstractTranslation(AbstractPositionSignal):
+    """A placement that translates the window by a sinusoidal table (no gains)."""
+
+    def zero_gains(self, rows, dtype, m: int = N_POSITION_FEATURES) -> None:
+        return None
+
+
+class NoSignal(_AbstractRowSignal):
+    """No position signal (`positional_encoding=False`): the model map $F(Z)$."""
+
+    def zero_gains(self, rows, dtype, m: int = N_POSITION_FEATURES) -> None:
+        return None
+
+
+class PositionBias(_AbstractRowSignal):
+    r"""The position bias (`"bias"`, the meaning of `positional_encoding=True`): the layers
+    the model names receive $x_t \mapsto x_t + \sigma(Wx_t + b + G e_t)$ on row $t$,
+    with the centred sinusoidal features $e_t \in \mathbb{R}^m$ (frequencies $2^{-j}$)
+    and learned gains $G$ initialised to zero (`position_bias`)."""
+
+    def zero_gains(self, rows, dtype, m: int = N_POSITION_FEATURES):
+        return jax.tree_util.tree_map(lambda r: jnp.zeros((r, m), dtype), rows)
+
+
+class InputTable(_AbstractTranslation):
+    r"""The table in front (`"input"`): $Z \mapsto F(Z + P)$ with the sinusoidal table
+    $P$ of base $10^4$."""
+
+    def encoder(self, dim: int) -> PositionalEncoding:
+        return PositionalEncoding(dim)
+
+    def encode(self, encoder, Z):
+        return encoder(Z)
+
+    def decode(self, encoder, Y):
+        return Y
+
+    def undo_encode(self, encoder, Z):
+        # The same float64 table, rounded once to Z's dtype, that the encoding added.
+        return Z - _position_table(Z.shape[0], encoder.dim, dtype=Z.dtype)
+
+    def undo_decode(self, encoder, Y):
+        return Y
+
+
+class ScaledTable(_AbstractTranslation):
+    r"""A small table in front (`"scaled"`): $Z \mapsto F(Z + s P_{\text{short}})$ with
+    $s = 0.1$ and the frequencies $2^{-j}$ (wavelengths matched to short windows)."""
+
+    def encoder(self, dim: int) -> PositionalEncoding:
+        return PositionalEncoding(dim, base=_short_base(dim))
+
+    def encode(self, encoder, Z):
+        return Z + jnp.asarray(SCALED_AMPLITUDE, Z.dtype) * encoder(jnp.zeros_like(Z))
+
+    def decode(self, encoder, Y):
+        return Y
+
+    def undo_encode(self, encoder, Z):
+        return Z - self.encode(encoder, jnp.zeros_like(Z))
+
+    def undo_decode(self, encoder, Y):
+        return Y
+
+
+class Conjugate(_AbstractTranslation):
+    r"""Conjugation by the table (`"conjugate"`): $Z \mapsto F(Z + P) - P$, so the output
+    carries no offset."""
+
+    def encoder(self, dim: int) -> PositionalEncoding:
+        return PositionalEncoding(dim)
+
+    def encode(self, encoder, Z):
+        return encoder(Z)
+
+    def decode(self, encoder, Y):
+        # The same table, rounded once to Y's dtype.
+        return Y - _position_table(Y.shape[0], encoder.dim, dtype=Y.dtype)
+
+    def undo_encode(self, encoder, Z):
+        return Z - _position_table(Z.shape[0], encoder.dim, dtype=Z.dtype)
+
+    def undo_decode(self, encoder, Y):
+        return encoder(Y)
+
+
+#: The placements `positional_encoding` may name, in the order of the error message.
+PLACEMENTS: dict[str, AbstractPositionSignal] = {
+    "input": InputTable(),
+    "scaled": ScaledTable(),
+    "conjugate": Conjugate(),
+    "bias": PositionBias(),
+}
+#: What `positional_encoding=True` means.
+DEFAULT_PLACEMENT = "bias"
+
+
+def parse_positional_encoding(value) -> tuple[bool | str, AbstractPositionSignal]:
+    """`positional_encoding` validated, and its placement object: `(value, signal)`.
+
+    `value` is a bool (`True` means `DEFAULT_PLACEMENT`) or a name in `PLACEMENTS`; it is
+    returned as given (a NumPy bool as a Python bool), for the model's `config()`.
+    """
+    names = tuple(PLACEMENTS)
+    if isinstance(value, (bool, np.bool_)):
+        value = bool(value)
+        return value, (PLACEMENTS[DEFAULT_PLACEMENT] if value else NoSignal())
+    if isinstance(value, str):
+        if value not in PLACEMENTS:
+            raise ValueError(
+                f"positional_encoding must be a bool or one of {names}, got {value!r}"
+            )
+        return value, PLACEMENTS[value]
+    raise TypeError(
+        f"positional_encoding must be a bool or one of {names}, got {value!r} "
+        f"({type(value).__name__})"
+    )

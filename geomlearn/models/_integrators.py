@@ -1,0 +1,355 @@
+r"""The family bases of the model protocol: point models, feed-forward and transformer
+integrators, Hamiltonian models (see `geomlearn.models._base` for the protocol)."""
+
+from __future__ import annotations
+
+import abc
+import math
+import warnings
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .._validation import check_int
+from ..integrators import implicit_step
+from ..structures import NoStructure, structure_named
+from ._base import AbstractModel, map_residuals, scan_rollout
+from ._task import (
+    MidpointPairs,
+    Task,
+    VectorFieldSamples,
+    Windows,
+    check_data_dim,
+    no_options,
+    require_dt,
+    sample_arrays,
+    step_size_task,
+)
+
+__all__ = [
+    "AbstractPointModel",
+    "AbstractFeedForwardIntegrator",
+    "AbstractTransformerIntegrator",
+    "AbstractHamiltonianModel",
+    "point_pairs",
+    "point_rollout",
+]
+
+
+def point_pairs(model, data, task: Task, *, what: str = "data"):
+    """`(x, y, task)`: one-step pairs `(M, dim)` of a `TrajectoryData`, or a tuple
+    `(inputs, targets)` of such arrays, checked."""
+    arrays = sample_arrays(data, what)
+    if arrays is None:
+        check_data_dim(model, data, what)
+        x, y = data.pairs()
+        return jnp.asarray(x), jnp.asarray(y), task
+    x, y = arrays
+    if x.ndim != 2 or x.shape[-1] != model.dim:
+        raise ValueError(f"{what}: expected states of shape (M, {model.dim}), got {x.shape}")
+    return x, y, task
+
+
+def point_rollout(model, initial, n_points: int, task: Task):
+    """The `lax.scan` of `model.step` (of its inference form) from one state."""
+    form = model.inference_form()
+    return scan_rollout(lambda z: form.step(z, task), initial, n_points)
+
+
+class AbstractPointModel(AbstractModel):
+    """A model whose state is one point `(dim,)`: a rollout starts from the first state
+    of each reference trajectory, and the iterated map keeps the model's `structure`."""
+
+    def iterated_structure(self, task: Task) -> str:
+        return self.structure
+
+    def state_shape(self, task: Task) -> tuple[int, ...]:
+        return (self.dim,)
+
+    def initial_states(self, states, task: Task):
+        return states[:, 0]
+
+    def n_initial_points(self, task: Task) -> int:
+        return 1
+
+
+class AbstractFeedForwardIntegrator(AbstractPointModel):
+    """A one-step map `z_{t+1} = model(z_t, h)` on points of shape `(dim,)`, trained on
+    one-step pairs.
+
+    `h` is an optional step size (a scalar) that scales each layer's update (Jin et al.'s
+    extended SympNets for irregularly sampled data); `h=None` means no scaling.
+    """
+
+    @abc.abstractmethod
+    def __call__(self, z: jax.Array, h: jax.Array | float | None = None) -> jax.Array:
+        raise NotImplementedError
+
+    def task(self, *, seq_length=None, prediction_window=None, dt=None, data_dt=None) -> Task:
+        """The task of a one-point map: it takes none of the options."""
+        no_options(self, seq_length=seq_length, prediction_window=prediction_window, dt=dt)
+        return Task()
+
+    def rollout_task(self, initial_shape, *, prediction_window=None, dt=None) -> Task:
+        return self.task(prediction_window=prediction_window, dt=dt)
+
+    def training_samples(self, data, task: Task, *, what: str = "data"):
+        """One-step pairs of a `TrajectoryData`, or a tuple `(inputs, targets)` of arrays
+        `(M, dim)`."""
+        return point_pairs(self, data, task, what=what)
+
+    def predict(self, x, task: Task):
+        return self(x)
+
+    def target(self, y, task: Task):
+        return y
+
+    def step(self, state, task: Task):
+        return self(state)
+
+    def rollout(self, initial, n_points: int, task: Task):
+        return point_rollout(self, initial, n_points, task)
+
+    def structure_residuals(self, points, task: Task) -> dict:
+        """`{"symplecticity" (even dim), "volume", "condition"}` of the model map."""
+        return map_residuals(self, points, self.dim)
+
+    def describe_step(self, task: Task) -> str:
+        return f"the model map z ↦ {type(self).__name__}(z)"
+
+
+class AbstractTransformerIntegrator(AbstractModel):
+    r"""A window map `(T, dim) -> (T, dim)`: an explicit multi-step method.
+
+    `seq_length` is the one window length the model accepts, or `None` when any `T` works.
+
+    **Training and rollout.** For the input rows $z_{t-T+1..t}$ the output rows are
+    $z_{t-T+1+pw..t+pw}$; the last `pw` rows are the prediction (`pw`, the prediction
+    window, defaults to `T`). A rollout iterates the window update
+    $Z \mapsto [Z_{pw:},\ F(Z)_{T-pw:}]$. With `pw = T` that is the model map $F$
+    itself and keeps its structure; with `pw < T` it mixes kept input rows with output
+    rows and is **neither symplectic nor volume-preserving**, although $F$ is: allowed,
+    but a structure-preserving model warns (`UserWarning`).
+    """
+
+    seq_length: eqx.AbstractVar[int | None]
+
+    @abc.abstractmethod
+    def __call__(self, Z: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+    def _resolve_window(self, T: int | None, pw) -> Task:
+        if T is None:
+            if pw is not None:
+                check_int("prediction_window", pw, minimum=1)
+            return Task(seq_length=None, prediction_window=pw, samples=Windows())
+        pw = T if pw is None else check_int("prediction_window", pw, minimum=1)
+        if pw > T:
+            raise ValueError(
+                f"prediction_window must be at most the window length T={T}, got {pw}"
+            )
+        if pw < T and structure_named(self.structure).preserves_anything:
+            warnings.warn(
+                f"{type(self).__name__} with prediction_window={pw} < seq_length={T}: the "
+                f"iterated window update mixes kept input rows with predicted rows and is "
+                f"not {self.structure}-preserving (the {self.structure} structure of the "
+                "model map is lost in the rollout); use prediction_window=T to keep it",
+                UserWarning,
+                stacklevel=4,
+            )
+        return Task(seq_length=T, prediction_window=pw, samples=Windows())
+
+    def task(self, *, seq_length=None, prediction_window=None, dt=None, data_dt=None) -> Task:
+        no_options(self, dt=dt)
+        T = self.seq_length
+        if seq_length is not None:
+            seq_length = check_int("seq_length", seq_length, minimum=1)
+            if T is not None and seq_length != T:
+                raise ValueError(
+                    f"{type(self).__name__} reads windows of length {T} (seq_length={T}), "
+                    f"got windows of length {seq_length}"
+                )
+            T = seq_length
+        return self._resolve_window(T, prediction_window)
+
+    def rollout_task(self, initial_shape, *, prediction_window=None, dt=None) -> Task:
+        d = self.dim
+        if len(initial_shape) not in (2, 3) or initial_shape[-1] != d:
+            raise ValueError(
+                f"{type(self).__name__} needs an initial window (T, {d}) or a batch "
+                f"(B, T, {d}), got shape {tuple(initial_shape)}"
+            )
+        if initial_shape[-2] < 1:
+            raise ValueError(f"the initial window is empty (shape {tuple(initial_shape)})")
+        return self.task(
+            seq_length=initial_shape[-2], prediction_window=prediction_window, dt=dt
+        )
+
+    def _need_T(self, task: Task) -> int:
+        if task.seq_length is None:
+            raise ValueError(
+                f"{type(self).__name__} accepts windows of any length; pass seq_length=T "
+                "to choose the window length"
+            )
+        return task.seq_length
+
+    def training_samples(self, data, task: Task, *, what: str = "data"):
+        """Windows `(M, T, dim)` and the windows shifted by `pw` (see
+        `TrajectoryData.windows`), or a tuple of such arrays."""
+        arrays = sample_arrays(data, what)
+        if arrays is None:
+            check_data_dim(self, data, what)
+            T = self._need_T(task)
+            x, y = data.windows(T, task.prediction_window)
+            return jnp.asarray(x), jnp.asarray(y), task
+        x, y = arrays
+        d = self.dim
+        if x.ndim != 3 or x.shape[-1] != d:
+            raise ValueError(f"{what}: expected windows of shape (M, T, {d}), got {x.shape}")
+        if task.seq_length is not None and x.shape[1] != task.seq_length:
+            raise ValueError(
+                f"{what}: the model reads windows of length {task.seq_length}, got windows "
+                f"of length {x.shape[1]}"
+            )
+        if task.seq_length is None:
+            task = self._resolve_window(x.shape[1], task.prediction_window)
+        return x, y, task
+
+    def predict(self, x, task: Task):
+        return self(x)[x.shape[0] - task.prediction_window :]
+
+    def target(self, y, task: Task):
+        return y[y.shape[0] - task.prediction_window :]
+
+    def step(self, state, task: Task):
+        pw = task.prediction_window
+        new = self(state)[state.shape[0] - pw :]
+        return jnp.concatenate([state[pw:], new], axis=0)
+
+    def iterated_structure(self, task: Task) -> str:
+        T, pw = task.seq_length, task.prediction_window
+        return self.structure if pw == T else NoStructure.name
+
+    def state_shape(self, task: Task) -> tuple[int, ...]:
+        return (self._need_T(task), self.dim)
+
+    def initial_states(self, states, task: Task):
+        T = self._need_T(task)
+        if states.shape[1] < T:
+            raise ValueError(
+                f"the reference has {states.shape[1]} states, fewer than the window length {T}"
+            )
+        return states[:, :T]
+
+    def n_initial_points(self, task: Task) -> int:
+        return self._need_T(task)
+
+    def rollout(self, initial, n_points: int, task: Task):
+        T, d = initial.shape
+        pw = task.prediction_window
+        n_steps = math.ceil((n_points - T) / pw)
+        form = self.inference_form()
+
+        def body(window, _):
+            new = form(window)[T - pw :]
+            return jnp.concatenate([window[pw:], new], axis=0), new
+
+        _, news = jax.lax.scan(body, initial, None, length=n_steps)
+        return jnp.concatenate([initial, news.reshape(n_steps * pw, d)], axis=0)[:n_points]
+
+    def structure_residuals(self, points, task: Task) -> dict:
+        """`{"symplecticity" (even dim), "volume", "condition"}` of the iterated window
+        update at `points` `(B, T, dim)`."""
+        return map_residuals(lambda s: self.step(s, task), points, self.dim)
+
+    def describe_step(self, task: Task) -> str:
+        T, pw = task.seq_length, task.prediction_window
+        if pw == T:
+            return f"the window map Z ↦ {type(self).__name__}(Z) on ({T}, {self.dim}) windows (pw = T)"
+        return (
+            f"the window update Z ↦ [Z[{pw}:], F(Z)[{T - pw}:]] on ({T}, {self.dim}) windows "
+            f"(pw = {pw} < T)"
+        )
+
+
+class AbstractHamiltonianModel(AbstractPointModel):
+    r"""A learned Hamiltonian `H_θ(z)` with vector field `J ∇H_θ(z)`.
+
+    **Iterated map.** The implicit midpoint rule
+    $z_{k+1} = z_k + h\,\mathbb{J}\nabla H_\theta\big((z_k + z_{k+1})/2\big)$ with the
+    task's `dt`, solved by `geomlearn.integrators.implicit_step` to round-off (an
+    unconverged solve raises; derivatives by the implicit function theorem). It is a
+    symplectic map for every $\theta$, so `structure` is `"symplectic"`.
+
+    **Training.** On a `TrajectoryData`: one-step pairs, predicted by that step (with the
+    data's `dt`; where the solve does not converge the prediction is NaN, so a
+    Levenberg–Marquardt trial there is rejected and a first-order epoch stops with
+    `NonFiniteLossError`); on a tuple `(z, ż)` of arrays: vector-field regression
+    $\mathbb{J}\nabla H_\theta(z) \approx \dot z$.
+    """
+
+    structure: ClassVar[str] = "symplectic"
+
+    @abc.abstractmethod
+    def hamiltonian(self, z: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def vector_field(self, z: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+    def task(self, *, seq_length=None, prediction_window=None, dt=None, data_dt=None) -> Task:
+        return step_size_task(self, seq_length=seq_length, prediction_window=prediction_window,
+                              dt=dt, data_dt=data_dt, samples=MidpointPairs())
+
+    def rollout_task(self, initial_shape, *, prediction_window=None, dt=None) -> Task:
+        return require_dt(self, self.task(prediction_window=prediction_window, dt=dt),
+                          "its field is integrated with the implicit midpoint rule")
+
+    def training_samples(self, data, task: Task, *, what: str = "data"):
+        arrays = sample_arrays(data, what)
+        if arrays is None:
+            check_data_dim(self, data, what)
+            x, y = data.pairs()
+            dt = float(data.dt)
+            if task.dt is not None and task.dt != dt:
+                raise ValueError(f"{what} has dt={dt}, but the task has dt={task.dt}")
+            return jnp.asarray(x), jnp.asarray(y), Task(dt=dt, samples=MidpointPairs())
+        x, y = arrays
+        if x.ndim != 2 or x.shape[-1] != self.dim:
+            raise ValueError(f"{what}: expected states of shape (M, {self.dim}), got {x.shape}")
+        return x, y, Task(dt=task.dt, samples=VectorFieldSamples())
+
+    def predict(self, x, task: Task):
+        if task.samples.derivatives:
+            return self.vector_field(x)
+        # The same converged solve as `step`, but an unconverged one gives NaN instead of
+        # raising: a Levenberg–Marquardt trial step there is rejected, and a first-order
+        # epoch stops with NonFiniteLossError keeping the last good parameters.
+        return implicit_step(self.vector_field, x, task.dt, on_failure="nan")
+
+    def target(self, y, task: Task):
+        return y
+
+    def step(self, state, task: Task):
+        if task.dt is None:
+            raise ValueError(
+                f"rolling out {type(self).__name__} needs the time step dt (its field is "
+                "integrated with the implicit midpoint rule)"
+            )
+        return implicit_step(self.vector_field, state, task.dt)
+
+    def rollout(self, initial, n_points: int, task: Task):
+        return point_rollout(self, initial, n_points, task)
+
+    def structure_residuals(self, points, task: Task) -> dict:
+        """`{"symplecticity", "volume", "condition"}` of the implicit-midpoint step."""
+        return map_residuals(lambda s: self.step(s, task), points, self.dim)
+
+    def describe_step(self, task: Task) -> str:
+        return (
+            f"one implicit-midpoint step of J∇H_θ with dt={task.dt}, solved to round-off "
+            "(implicit function theorem for derivatives)"
+        )

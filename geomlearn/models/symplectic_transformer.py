@@ -1,0 +1,333 @@
+r"""Symplectic transformer integrators: window → window maps that are exactly symplectic.
+
+[`LinearSymplecticTransformer`][geomlearn.models.LinearSymplecticTransformer] (linear
+symplectic attention, fixed `seq_length`) and
+[`SymplecticTransformer`][geomlearn.models.SymplecticTransformer] (matrix-softmax
+symplectic attention, any window length) share
+[`AbstractSymplecticTransformer`][geomlearn.models.AbstractSymplecticTransformer]: the
+same units of attention shears and row-wise gradient layers, the same position signal;
+only the attention layers differ. "Symplectic" is meant in the product-space sense: the
+Jacobian on the flattened window preserves $\Omega = I_T \otimes \mathbb{J}$ (see
+`geomlearn.geometry`), for every parameter value. Both are re-exported by
+`geomlearn.models.transformer`.
+
+`positional_encoding` places a position signal that keeps the structure exactly: `True`
+(= `"bias"`) a zero-initialised bias $G e_t$ in the pre-activation of every gradient
+layer of row $t$ (a potential stays a potential); `"input"` the map $F(Z + P)$ with the
+sinusoidal table $P$; `"scaled"` $F(Z + 0.1\,P_{\text{short}})$ with frequencies
+$2^{-j}$; `"conjugate"` $F(Z + P) - P$.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Callable, ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .._activations import resolve_activation
+from .._typing import Array, Float, PRNGKeyArray
+from .._validation import check_even, check_int, float_dtype
+from .._validation import check_bool as _check_bool
+from ..layers._position_signal import (
+    AbstractPositionSignal,
+    gradient_layer_with_bias,
+    parse_positional_encoding,
+    position_bias,
+)
+from ..layers.attention import (
+    LinearSymplecticAttentionP,
+    LinearSymplecticAttentionQ,
+    SymplecticAttentionP,
+    SymplecticAttentionQ,
+)
+from ..layers.positional import PositionalEncoding
+from ..layers.sympnet import GradientLayerP, GradientLayerQ
+from ._integrators import AbstractTransformerIntegrator
+from ._window import check_model_window
+
+__all__ = [
+    "AbstractSymplecticTransformer",
+    "LinearSymplecticTransformer",
+    "SymplecticTransformer",
+]
+
+
+def _gradient_block(dim, width, activation, n_sympnet, init_upper, keys, dtype):
+    """`n_sympnet` gradient layers alternating Q/P, starting with Q when `init_upper`."""
+    layers = []
+    for i, k in enumerate(keys[:n_sympnet]):
+        is_q = (i % 2 == 0) == init_upper
+        cls = GradientLayerQ if is_q else GradientLayerP
+        layers.append(cls(dim, width, activation, key=k, dtype=dtype))
+    return layers
+
+
+def _apply_symplectic_stack(layers, Z, gains=None):
+    """The stack on a window; with `gains` (one per gradient layer, in order), each
+    gradient layer gets the position bias $c_t = G e_t$ of row $t$ in its pre-activation."""
+    k = 0
+    for layer in layers:  # a short fixed stack of different layers
+        if isinstance(layer, (GradientLayerQ, GradientLayerP)):
+            if gains is None:
+                Z = jax.vmap(layer)(Z)  # one point at a time, vmapped over the rows
+            else:
+                C = position_bias(gains[k], Z.shape[0])
+                Z = jax.vmap(lambda z, c, layer=layer: gradient_layer_with_bias(layer, z, c))(
+                    Z, C
+                )
+                k += 1
+        else:
+            Z = layer(Z)  # attention: acts on the whole window
+    return Z
+
+
+class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
+    r"""The symplectic transformers: $L$ units, each
+
+    $$\big(\mathcal{G}_{n_s} \circ \cdots \circ \mathcal{G}_1\big) \circ \mathcal{A}_P
+      \circ \big(\mathcal{G}_{n_s} \circ \cdots \circ \mathcal{G}_1\big) \circ
+      \mathcal{A}_Q \qquad (\text{rightmost first}),$$
+
+    with symplectic attention shears $\mathcal{A}_Q: Q \leftarrow Q + \nabla_P F(P)$,
+    $\mathcal{A}_P: P \leftarrow P + \nabla_Q F'(Q)$ (what differs between the final
+    classes, `attention_q` and `attention_p`) and `n_sympnet` SympNet gradient layers
+    $\mathcal{G}_i$ ([`GradientLayerQ`][geomlearn.layers.GradientLayerQ] /
+    [`GradientLayerP`][geomlearn.layers.GradientLayerP], alternating, starting with a
+    Q-layer when `init_upper`) applied to every row. Every factor is a symplectic shear
+    of the product space, so the model is exactly symplectic on windows for every
+    parameter value; with the `"bias"` placement each gradient layer of row $t$ gets the
+    bias $G e_t$ (still a shear).
+    """
+
+    structure: ClassVar[str] = "symplectic"
+
+    layers: tuple[eqx.Module, ...]
+    encoder: PositionalEncoding | None
+    position_gains: tuple[Float[Array, "rows m"], ...] | None
+    dim: int = eqx.field(static=True)
+    n_sympnet: int = eqx.field(static=True)
+    width: int = eqx.field(static=True)
+    L: int = eqx.field(static=True)
+    activation: Callable | str = eqx.field(static=True)
+    init_upper: bool = eqx.field(static=True)
+    positional_encoding: bool | str = eqx.field(static=True)
+    signal: AbstractPositionSignal = eqx.field(static=True)
+
+    @abc.abstractmethod
+    def attention_q(self, key: PRNGKeyArray, dtype) -> eqx.Module:
+        r"""A new attention layer $\mathcal{A}_Q$ (changes $Q$)."""
+
+    @abc.abstractmethod
+    def attention_p(self, key: PRNGKeyArray, dtype) -> eqx.Module:
+        r"""A new attention layer $\mathcal{A}_P$ (changes $P$)."""
+
+    @abc.abstractmethod
+    def check_window(self, Z) -> None:
+        """`ValueError` for a window the model does not accept."""
+
+    def _build(self, dim, n_sympnet, width, L, activation, init_upper, positional_encoding,
+               key, dtype) -> None:
+        """Validate and store the shared arguments and build the layers (called once,
+        from the final class's `__init__`)."""
+        self.dim = check_even("dim", dim)
+        self.n_sympnet = check_int("n_sympnet", n_sympnet, minimum=0)
+        self.width = self.dim if width is None else check_int("width", width, minimum=1)
+        self.L = check_int("L", L, minimum=1)
+        resolve_activation(activation)
+        self.activation = activation
+        self.init_upper = _check_bool("init_upper", init_upper)
+        self.positional_encoding, self.signal = parse_positional_encoding(positional_encoding)
+        dtype = float_dtype(dtype)
+        n_s = self.n_sympnet
+        layers = []
+        for k in jax.random.split(key, self.L):
+            k_aq, k_ap, *k_grad = jax.random.split(k, 2 + 2 * n_s)
+            attention_q, attention_p = self.attention_q(k_aq, dtype), self.attention_p(k_ap, dtype)
+            for attention, keys in ((attention_q, k_grad[:n_s]), (attention_p, k_grad[n_s:])):
+                layers.append(attention)
+                layers.extend(
+                    _gradient_block(self.dim, self.width, activation, n_s, self.init_upper,
+                                    keys, dtype)
+                )
+        self.layers = tuple(layers)
+        self.encoder = self.signal.encoder(self.dim)
+        rows = tuple(
+            layer.width for layer in self.layers
+            if isinstance(layer, (GradientLayerQ, GradientLayerP))
+        )
+        self.position_gains = self.signal.zero_gains(rows, dtype)
+
+    def __call__(self, Z: Float[Array, "T dim"]) -> Float[Array, "T dim"]:
+        self.check_window(Z)
+        Z = self.signal.encode(self.encoder, Z)
+        Z = _apply_symplectic_stack(self.layers, Z, self.position_gains)
+        return self.signal.decode(self.encoder, Z)
+
+
+class LinearSymplecticTransformer(AbstractSymplecticTransformer):
+    r"""A symplectic transformer with *linear* symplectic attention (fixed window length).
+
+    The units of
+    [`AbstractSymplecticTransformer`][geomlearn.models.AbstractSymplecticTransformer] with
+    $\mathcal{A}_Q: Q \leftarrow Q + A P$ and $\mathcal{A}_P: P \leftarrow P + A' Q$,
+    [`LinearSymplecticAttentionQ`][geomlearn.layers.LinearSymplecticAttentionQ] /
+    [`…P`][geomlearn.layers.LinearSymplecticAttentionP] with learned symmetric $T \times T$
+    matrices (they mix the time steps): **exactly symplectic on windows** (Jacobian
+    preserving $I_T \otimes \mathbb{J}$) for every parameter value.
+
+    The attention matrices are indexed by position, so the model knows the order of the
+    states in the window (it is not permutation-equivariant, even without positional
+    encoding) and accepts only windows of length `seq_length`.
+
+    **Parameters** (`dim = 2n`, `width = w`, `seq_length = T`): per unit
+    $2 \cdot T(T+1)/2 + 2 n_s\, w (n + 2)$. For `dim=4, seq_length=4, n_sympnet=2,
+    width=4, L=1`: $20 + 64 = 84$.
+
+    **Arguments:**
+
+    - `dim`: the phase-space dimension $2n$ (even).
+    - `seq_length`: the window length $T \ge 1$.
+    - `n_sympnet`: gradient layers after each attention layer (default 2).
+    - `width`: hidden width of the gradient layers; `None` means `dim`.
+    - `L`: the number of units (default 1).
+    - `activation`: the gradient layers' activation, a callable or a name (any works;
+      default tanh).
+    - `init_upper`: whether each group of gradient layers starts with a Q-layer
+      (default `True`).
+    - `positional_encoding`: `False` (default: no position signal), `True` (the default
+      placement, `"bias"`: a position bias $G e_t$ with zero-initialised gains in every
+      gradient layer) or a placement by name, `"input"`, `"scaled"` or `"conjugate"`
+      (see the module documentation). Every placement keeps the structure exactly.
+    - `key`: a JAX PRNG key (keyword-only).
+    - `dtype`: parameter dtype; `None` means JAX's default float.
+
+    **Call:** a window `Z` of shape `(seq_length, dim)`; returns the same shape in `Z`'s
+    dtype. A window of another length raises `ValueError` naming both lengths.
+
+    ```python
+    model = LinearSymplecticTransformer(4, 4, key=jax.random.PRNGKey(0))
+    model(jnp.ones((4, 4))).shape   # (4, 4)
+    ```
+
+    References: the linear symplectic transformer of B. Brantner's dissertation and
+    GeometricMachineLearning.jl; gradient layers from Jin et al., *SympNets*, Neural
+    Networks 132 (2020).
+    """
+
+    seq_length: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        dim: int,
+        seq_length: int,
+        *,
+        n_sympnet: int = 2,
+        width: int | None = None,
+        L: int = 1,
+        activation: Callable | str = jnp.tanh,
+        init_upper: bool = True,
+        positional_encoding: bool | str = False,
+        key: PRNGKeyArray,
+        dtype=None,
+    ):
+        self.seq_length = check_int("seq_length", seq_length, minimum=1)
+        self._build(dim, n_sympnet, width, L, activation, init_upper, positional_encoding,
+                    key, dtype)
+
+    def attention_q(self, key, dtype):
+        return LinearSymplecticAttentionQ(self.dim, self.seq_length, key=key, dtype=dtype)
+
+    def attention_p(self, key, dtype):
+        return LinearSymplecticAttentionP(self.dim, self.seq_length, key=key, dtype=dtype)
+
+    def check_window(self, Z) -> None:
+        check_model_window("LinearSymplecticTransformer", Z, self.dim)
+        if Z.shape[0] != self.seq_length:
+            raise ValueError(
+                f"LinearSymplecticTransformer was built for windows of length "
+                f"seq_length={self.seq_length}, got a window of length {Z.shape[0]} "
+                f"(shape {Z.shape})"
+            )
+
+
+class SymplecticTransformer(AbstractSymplecticTransformer):
+    r"""A symplectic transformer with nonlinear (matrix-softmax) symplectic attention.
+
+    The units of
+    [`AbstractSymplecticTransformer`][geomlearn.models.AbstractSymplecticTransformer] with
+    $\mathcal{A}_Q: Q \leftarrow Q + \nabla_P F(P)$ and
+    $\mathcal{A}_P: P \leftarrow P + \nabla_Q F'(Q)$,
+    [`SymplecticAttentionQ`][geomlearn.layers.SymplecticAttentionQ] /
+    [`…P`][geomlearn.layers.SymplecticAttentionP] (gradients of the potential
+    $F(X) = \tfrac{T}{2}\log\sum_{s,t}\exp\big((XAX^\top)_{st}\big)$ with a symmetric
+    $n \times n$ matrix $A$): **exactly symplectic on windows** for every parameter value
+    and every window length $T$.
+
+    Without positional encoding the model is permutation-equivariant along time
+    (reordering the input rows reorders the output rows the same way); with
+    `positional_encoding=True` it can learn to use the order (its position gains start
+    at zero, so at initialisation it is still equivariant). The position gains add $8w$
+    parameters per gradient layer.
+
+    **Parameters** (`dim = 2n`, `width = w`): per unit $2 \cdot n(n+1)/2 + 2 n_s\,
+    w(n + 2)$. For `dim=4, n_sympnet=2, width=4, L=4`: $4 \cdot (6 + 64) = 280$.
+
+    **Arguments:**
+
+    - `dim`: the phase-space dimension $2n$ (even).
+    - `n_sympnet`: gradient layers after each attention layer (default 2).
+    - `width`: hidden width of the gradient layers; `None` means `dim`.
+    - `L`: the number of units (default 1).
+    - `activation`: the gradient layers' activation, a callable or a name (default tanh).
+    - `init_upper`: whether each group of gradient layers starts with a Q-layer
+      (default `True`).
+    - `positional_encoding`: `False` (default: no position signal), `True` (the default
+      placement, `"bias"`: a position bias $G e_t$ with zero-initialised gains in every
+      gradient layer) or a placement by name, `"input"`, `"scaled"` or `"conjugate"`
+      (see the module documentation). Every placement keeps the structure exactly.
+    - `key`: a JAX PRNG key (keyword-only).
+    - `dtype`: parameter dtype; `None` means JAX's default float.
+
+    **Call:** a window `Z` of shape `(T, dim)`, any `T ≥ 1`; returns the same shape in
+    `Z`'s dtype.
+
+    ```python
+    model = SymplecticTransformer(4, L=2, key=jax.random.PRNGKey(0))
+    model(jnp.ones((7, 4))).shape   # (7, 4)
+    ```
+
+    References: the symplectic transformer of B. Brantner's dissertation and
+    GeometricMachineLearning.jl; gradient layers from Jin et al., *SympNets*, Neural
+    Networks 132 (2020).
+    """
+
+    seq_length: None = eqx.field(static=True)
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        n_sympnet: int = 2,
+        width: int | None = None,
+        L: int = 1,
+        activation: Callable | str = jnp.tanh,
+        init_upper: bool = True,
+        positional_encoding: bool | str = False,
+        key: PRNGKeyArray,
+        dtype=None,
+    ):
+        self.seq_length = None
+        self._build(dim, n_sympnet, width, L, activation, init_upper, positional_encoding,
+                    key, dtype)
+
+    def attention_q(self, key, dtype):
+        return SymplecticAttentionQ(self.dim, key=key, dtype=dtype)
+
+    def attention_p(self, key, dtype):
+        return SymplecticAttentionP(self.dim, key=key, dtype=dtype)
+
+    def check_window(self, Z) -> None:
+        check_model_window("SymplecticTransformer", Z, self.dim)

@@ -1,0 +1,94 @@
+r"""The structures a model's iterated map can claim, as objects.
+
+A model names what its iterated map $\Phi$ preserves for every parameter value by a
+string, `model.structure` (the name is what files, `metrics.json` and the command line
+show). Code that has to *act* on the claim — which residuals must vanish, whether a
+window update keeps anything — turns the name into one of these objects once, with
+`structure_named`, and asks it; it never compares the string.
+
+| name | property of $\Phi$ | residuals that must vanish |
+|---|---|---|
+| `"symplectic"` | $D\Phi^\top \mathbb{J} D\Phi = \mathbb{J}$ | symplecticity, volume |
+| `"volume"` | $\lvert\det D\Phi\rvert = 1$ | volume |
+| `"none"` | nothing | none |
+
+A symplectic map preserves volume too ($\det D\Phi = \pm 1$ follows from
+$D\Phi^\top \mathbb{J} D\Phi = \mathbb{J}$, and $+1$ by continuity from the identity), so
+the symplectic structure claims both residuals.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+__all__ = [
+    "AbstractStructure",
+    "Symplectic",
+    "VolumePreserving",
+    "NoStructure",
+    "STRUCTURE_NAMES",
+    "structure_named",
+]
+
+
+class AbstractStructure(abc.ABC):
+    """What a map preserves: its `name` and the residuals (of `geomlearn.geometry`) that
+    the claim says are zero."""
+
+    name: ClassVar[str]
+    residuals: ClassVar[frozenset[str]]
+
+    def claims(self, residual: str) -> bool:
+        """Whether the residual named `residual` must vanish under this structure."""
+        return residual in self.residuals
+
+    @property
+    def preserves_anything(self) -> bool:
+        """`False` only for the structure that claims nothing."""
+        return bool(self.residuals)
+
+    def __eq__(self, other) -> bool:
+        return type(self) is type(other)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class Symplectic(AbstractStructure):
+    r"""$D\Phi^\top \mathbb{J} D\Phi = \mathbb{J}$ (and hence $\det D\Phi = 1$)."""
+
+    name = "symplectic"
+    residuals = frozenset({"symplecticity", "volume"})
+
+
+class VolumePreserving(AbstractStructure):
+    r"""$\lvert\det D\Phi\rvert = 1$."""
+
+    name = "volume"
+    residuals = frozenset({"volume"})
+
+
+class NoStructure(AbstractStructure):
+    """No claim: every residual is reported, none is required to vanish."""
+
+    name = "none"
+    residuals = frozenset()
+
+
+_BY_NAME: dict[str, AbstractStructure] = {s.name: s for s in (Symplectic(), VolumePreserving(), NoStructure())}
+
+#: The structure names a model may claim.
+STRUCTURE_NAMES: tuple[str, ...] = tuple(_BY_NAME)
+
+
+def structure_named(name: str) -> AbstractStructure:
+    """The structure object for the name `name`; `ValueError` naming the known names
+    otherwise."""
+    try:
+        return _BY_NAME[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown structure {name!r}; expected one of {STRUCTURE_NAMES}") from None

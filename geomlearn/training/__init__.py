@@ -1,0 +1,45 @@
+r"""Training: `fit(model, data, *, epochs, key, ...)` → `(model, history)`.
+
+What is fitted is the model's business (the model protocol of `geomlearn.models`:
+`training_samples`, `predict`, `target`); for the built-in families:
+
+| model                                 | samples                        | prediction                          |
+|---------------------------------------|--------------------------------|-------------------------------------|
+| feed-forward integrator               | one-step pairs $(z_t, z_{t+1})$ | $\Phi_\theta(z_t)$                  |
+| transformer integrator                | windows `(T, d)` and the windows shifted by `pw` | last `pw` rows of the output |
+| Hamiltonian network, trajectories     | one-step pairs                 | one implicit-midpoint step of $J\nabla H_\theta$ |
+| Hamiltonian network, `(z, ż)` arrays  | states and time derivatives    | $J\nabla H_\theta(z)$               |
+
+**Losses.** `"relative"` (the default, as in the SympNets and transformer papers):
+$\|\hat Y - Y\|_F / \|Y\|_F$ (`RelativeLoss`); `"mse"`: the mean of $(\hat Y - Y)^2$
+(`MeanSquaredLoss`); or any callable `loss(prediction, target) -> scalar` on batched
+arrays. For transformers only the last `pw` rows of each window count.
+
+**Optimisers.** Any Optax `GradientTransformation` (one that takes Optax's extra
+arguments, such as `optax.lbfgs()`, receives the minibatch's `value`, `grad` and
+`value_fn`); by default Adam with the learning rate decaying from $10^{-2}$ to $10^{-6}$
+over the planned updates (`default_optimizer`); or a second-order least-squares solver,
+`geomlearn.LevenbergMarquardt` / `geomlearn.GaussNewton`, one iteration per epoch.
+Every method runs through the same loop, with the same history, progress, checkpoints
+and resume.
+"""
+
+from ._choose import choose_trainer
+from ._fit import fit
+from ._history import NonFiniteLossError
+from ._interrupt import TrainingInterrupted
+from ._losses import AbstractLoss, CallableLoss, MeanSquaredLoss, RelativeLoss, resolve_loss
+from ._optimizer import default_optimizer
+
+__all__ = [
+    "fit",
+    "default_optimizer",
+    "choose_trainer",
+    "NonFiniteLossError",
+    "TrainingInterrupted",
+    "AbstractLoss",
+    "RelativeLoss",
+    "MeanSquaredLoss",
+    "CallableLoss",
+    "resolve_loss",
+]

@@ -1,0 +1,245 @@
+"""What an epoch does: a first-order Optax trainer, or a damped least-squares trainer.
+
+`fit` wraps its `optimizer` argument once, by `as_trainer`, into one of the trainers
+here; from then on the pipeline asks the trainer (its initial state, one epoch, the
+learning rate it exposes, its name in checkpoints) and never the optimiser's type.
+
+Trainers are frozen dataclasses, not `eqx.Module`s: a trainer is part of the compilation
+key of the training loop, and an Optax optimiser's `init` is left out of its equality
+and hash. That `init` may hold run-specific constants (the default optimiser's planned
+number of updates) that must not force a new compilation.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import functools
+from typing import Any, Callable, ClassVar, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+
+from ..second_order import AbstractDampedLeastSquares
+from ._losses import AbstractLoss
+from ._optimizer import (
+    default_learning_rate,
+    default_optimizer,
+    default_riemannian,
+    default_update,
+)
+
+
+class Run(NamedTuple):
+    """Everything static about a training run: part of the compilation key (hashable)."""
+
+    task: Any
+    loss: AbstractLoss
+    M: int
+    B: int
+    n_batches: int
+    trainer: AbstractTrainer
+    batch_sharding: Any
+    has_val: bool
+
+
+def batch_loss(params, static, run: Run, xb, yb, target_sq):
+    model = eqx.combine(params, static)
+    pred = jax.vmap(lambda s: model.predict(s, run.task))(xb)
+    target = jax.vmap(lambda s: model.target(s, run.task))(yb)
+    return run.loss(pred, target, target_sq)
+
+
+class AbstractTrainer(abc.ABC):
+    """How `fit` trains: the optimiser state, one epoch, and what the history shows."""
+
+    #: the trainer's name in checkpoints (a resume must use the same kind of trainer)
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def init(self, params):
+        """The initial optimiser state for `params`."""
+
+    @abc.abstractmethod
+    def epoch(self, params, state, epoch, key, x, y, target_sq, static, run: Run):
+        """One epoch (traced): `(params, state, loss)`, the loss being the epoch's
+        training loss."""
+
+    @abc.abstractmethod
+    def learning_rate(self, state):
+        """The learning rate held in `state` (traced), or `None` when there is none to
+        read in the compiled loop (decided at trace time, so it costs nothing then)."""
+
+    @abc.abstractmethod
+    def history_learning_rate(self, state, n_batches: int) -> Callable | None:
+        """`rate(epochs)`: the learning rates at the start of the given epochs, computed
+        on the host, or `None` when the compiled loop reads them (`learning_rate`)."""
+
+    @abc.abstractmethod
+    def check(self, model, loss: AbstractLoss, on_manifold: bool) -> None:
+        """Refuse a model or a loss that this trainer cannot train (`ValueError`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _AbstractFirstOrderTrainer(AbstractTrainer):
+    """An Optax `GradientTransformation`: an epoch is a `lax.scan` over the shuffled
+    minibatches with the optimiser's update inside."""
+
+    update: Callable
+    #: the optimiser takes Optax's extra arguments (`value`, `grad`, `value_fn`): e.g.
+    #: `optax.lbfgs()`, whose line search evaluates the loss at trial parameters
+    extra_args: bool
+    init_fn: Callable = dataclasses.field(compare=False)
+
+    name: ClassVar[str] = "first_order"
+
+    def init(self, params):
+        return self.init_fn(params)
+
+    def check(self, model, loss, on_manifold):
+        pass
+
+    def _step(self, params, state, xb, yb, target_sq, static, run):
+        """One minibatch: the loss and the optimiser's update."""
+        if run.batch_sharding is not None:  # data parallel: shard the batch axis
+            xb = jax.lax.with_sharding_constraint(xb, run.batch_sharding)
+            yb = jax.lax.with_sharding_constraint(yb, run.batch_sharding)
+        value, grads = jax.value_and_grad(batch_loss)(params, static, run, xb, yb, target_sq)
+        # Optax is not written for strict dtype promotion; trace its update in the
+        # standard mode (parameters keep their dtype through apply_updates).
+        with jax.numpy_dtype_promotion("standard"):
+            if self.extra_args:  # the minibatch's loss, for a line search (optax.lbfgs)
+                updates, state = self.update(
+                    grads, state, params, value=value, grad=grads,
+                    value_fn=lambda q: batch_loss(q, static, run, xb, yb, target_sq))
+            else:
+                updates, state = self.update(grads, state, params)
+            params = optax.apply_updates(params, updates)
+        return params, state, value
+
+    def epoch(self, params, state, epoch, key, x, y, target_sq, static, run):
+        M, B, n_batches = run.M, run.B, run.n_batches
+
+        def train_step(carry, batch):
+            p, s, value = self._step(*carry, *batch, target_sq, static, run)
+            return (p, s), value
+
+        if n_batches == 1 and B == M:  # full batch: the order does not matter, no loop
+            (params, state), loss = train_step((params, state), (x, y))
+            return params, state, loss
+        perm = jax.random.permutation(jax.random.fold_in(key, epoch), M)
+        perm = perm[: n_batches * B].reshape(n_batches, B)
+        batches = (jnp.take(x, perm, axis=0), jnp.take(y, perm, axis=0))
+        (params, state), losses = jax.lax.scan(train_step, (params, state), batches)
+        return params, state, jnp.mean(losses)
+
+
+@dataclasses.dataclass(frozen=True)
+class _OptaxTrainer(_AbstractFirstOrderTrainer):
+    """Any Optax optimiser; its learning rate is read where its state exposes one
+    (`optax.inject_hyperparams`)."""
+
+    def learning_rate(self, state):
+        for s in jax.tree_util.tree_leaves(state, is_leaf=lambda s: hasattr(s, "hyperparams")):
+            hp = getattr(s, "hyperparams", None)
+            if isinstance(hp, dict) and "learning_rate" in hp:
+                return jnp.asarray(hp["learning_rate"], dtype=float)
+        return None
+
+    def history_learning_rate(self, state, n_batches):
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _DefaultScheduleTrainer(_AbstractFirstOrderTrainer):
+    """`default_optimizer`: its rate is a closed form of the update count, so the history
+    computes it on the host instead of reading it out of every compiled epoch."""
+
+    def learning_rate(self, state):
+        return None
+
+    def history_learning_rate(self, state, n_batches):
+        planned = int(state.total)  # the schedule the state was planned with (resumes too)
+        return lambda epochs: default_learning_rate(epochs * n_batches, planned)
+
+
+@dataclasses.dataclass(frozen=True)
+class _DampedLeastSquaresTrainer(AbstractTrainer):
+    """A `LevenbergMarquardt` or `GaussNewton` solver: an epoch is one iteration on all
+    samples (or the solver's random subset); the loss reported is the training loss
+    after it, on all samples."""
+
+    solver: AbstractDampedLeastSquares
+
+    # the name checkpoints have always stored for both solvers, so that theirs resume
+    name: ClassVar[str] = "LevenbergMarquardt"
+
+    def init(self, params):
+        return self.solver.init(params)
+
+    def epoch(self, params, state, epoch, key, x, y, target_sq, static, run):
+        def residual(p, xi, yi):
+            model = eqx.combine(p, static)
+            return (model.predict(xi, run.task) - model.target(yi, run.task)).ravel()
+
+        params, state, _ = self.solver.step(params, state, residual, x, y,
+                                            jax.random.fold_in(key, epoch))
+        return params, state, batch_loss(params, static, run, x, y, target_sq)
+
+    def learning_rate(self, state):
+        return None
+
+    def history_learning_rate(self, state, n_batches):
+        return None
+
+    def check(self, model, loss, on_manifold):
+        if on_manifold:
+            raise ValueError(
+                f"{type(model).__name__} has manifold parameters (Stiefel/Grassmann "
+                "matrices), which a LevenbergMarquardt step would move off their manifold; "
+                "train it with optimizer=None (Riemannian Adam) or "
+                "geomlearn.manifolds.riemannian_adam"
+            )
+        if not loss.sum_of_squares:
+            raise ValueError(
+                "a LevenbergMarquardt optimizer minimises a sum of squares: use "
+                "loss='relative' or 'mse' (both have its minimiser), not a custom loss "
+                "callable"
+            )
+
+
+# ------------------------------------------------------- the optimiser, wrapped once
+
+
+@functools.singledispatch
+def as_trainer(optimizer, *, on_manifold: bool, total_updates: int) -> AbstractTrainer:
+    """The trainer for `fit`'s `optimizer` argument (`total_updates`: the planned number of
+    optimiser updates, for the default schedule)."""
+    raise TypeError(
+        "optimizer must be an optax.GradientTransformation or a "
+        f"geomlearn.LevenbergMarquardt, got {type(optimizer).__name__}"
+    )
+
+
+@as_trainer.register
+def _(optimizer: optax.GradientTransformation, *, on_manifold, total_updates):
+    if optimizer.update is default_update:  # `default_optimizer(...)` passed explicitly
+        return _DefaultScheduleTrainer(optimizer.update, False, optimizer.init)
+    extra = isinstance(optimizer, optax.GradientTransformationExtraArgs)
+    return _OptaxTrainer(optimizer.update, extra, optimizer.init)
+
+
+@as_trainer.register
+def _(optimizer: AbstractDampedLeastSquares, *, on_manifold, total_updates):
+    return _DampedLeastSquaresTrainer(optimizer)
+
+
+@as_trainer.register(type(None))
+def _(optimizer, *, on_manifold, total_updates):
+    if on_manifold:  # the same decay 1e-2 → 1e-6, Riemannian on manifold leaves
+        return as_trainer(default_riemannian(total_updates), on_manifold=on_manifold,
+                           total_updates=total_updates)
+    return as_trainer(default_optimizer(total_updates), on_manifold=on_manifold,
+                       total_updates=total_updates)
