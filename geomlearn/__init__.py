@@ -33,6 +33,7 @@ from .data import TrajectoryData as TrajectoryData
 from .evaluation import (
     Evaluation as Evaluation,
     ImmersionCheck as ImmersionCheck,
+    LongHorizon as LongHorizon,
     ReductionEvaluation as ReductionEvaluation,
     StructureCheck as StructureCheck,
     check_immersion as check_immersion,
@@ -55,6 +56,7 @@ from .layers import (
     GradientLayerQ as GradientLayerQ,
     HenonLayer as HenonLayer,
     LinearLayerP as LinearLayerP,
+    LiePoissonRidgeLayer as LiePoissonRidgeLayer,
     LinearLayerQ as LinearLayerQ,
     LinearSymplecticAttentionP as LinearSymplecticAttentionP,
     LinearSymplecticAttentionQ as LinearSymplecticAttentionQ,
@@ -81,6 +83,7 @@ from .models import (
     HenonNet as HenonNet,
     LagrangianNeuralNetwork as LagrangianNeuralNetwork,
     LASympNet as LASympNet,
+    LiePoissonNet as LiePoissonNet,
     LinearSymplecticTransformer as LinearSymplecticTransformer,
     MultiStep as MultiStep,
     PSDLayer as PSDLayer,

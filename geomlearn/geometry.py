@@ -10,6 +10,14 @@ $$\mathbb{J} = \begin{pmatrix} 0 & I_n \\ -I_n & 0 \end{pmatrix},
 It is **volume-preserving** when $|\det M| = 1$. Symplectic maps preserve volume,
 but not conversely.
 
+A map $f$ of $\mathfrak{so}(3)^* \cong \mathbb{R}^3$ (a rigid body's angular momentum)
+is a **Lie–Poisson map** when it keeps the bracket
+$\{F, G\}(z) = -z\cdot(\nabla F \times \nabla G) = \nabla F^\top \hat z\, \nabla G$,
+i.e. $M(z)\, \hat z\, M(z)^\top = \widehat{f(z)}$ with the hat matrix
+$\hat z v = z \times v$ (`hat_matrix`; `poisson_residual`). The flows of this bracket's
+Hamiltonian vector fields are such maps, and they also keep the Casimir $|z|^2$
+(`casimir_residual`).
+
 Maps of windows $Z \in \mathbb{R}^{T \times 2n}$ (row $t$ the state at time $t$) are
 judged in the product-space sense: $M$ is the Jacobian on the flattened (row-major)
 window, and the form is $\Omega = I_T \otimes \mathbb{J}$, i.e. every row carries its own
@@ -37,6 +45,9 @@ __all__ = [
     "jacobian",
     "symplecticity_residual",
     "volume_residual",
+    "hat_matrix",
+    "poisson_residual",
+    "casimir_residual",
     "structure_residuals",
 ]
 
@@ -154,6 +165,78 @@ def volume_residual(f: Callable[[State], State], x: State) -> Scalar:
     M = jacobian(f, x)
     _, logabsdet = jnp.linalg.slogdet(M)
     return jnp.abs(jnp.expm1(logabsdet))
+
+
+def hat_matrix(z: Float[Array, " 3"]) -> Float[Array, "3 3"]:
+    r"""The hat matrix of $z \in \mathbb{R}^3$, $\hat z v = z \times v$:
+
+    $$\hat z = \begin{pmatrix} 0 & -z_3 & z_2 \\ z_3 & 0 & -z_1 \\ -z_2 & z_1 & 0
+      \end{pmatrix}.$$
+
+    It is the Poisson tensor $B(z)$ of the Lie–Poisson bracket on
+    $\mathfrak{so}(3)^*$ in the sign convention
+    $\{F, G\}(z) = -z\cdot(\nabla F\times\nabla G) = \nabla F^\top \hat z\,\nabla G$,
+    whose Hamiltonian vector fields are $\dot z = \hat z\,\nabla H = z \times \nabla H$
+    (Euler's equations for `geomlearn.systems.RigidBody`).
+
+    **Returns:** the skew `(3, 3)` matrix, in `z`'s dtype.
+    """
+    z = jnp.asarray(z)
+    if z.shape != (3,):
+        raise ValueError(f"the hat matrix needs a point of shape (3,), got shape {z.shape}")
+    zero = jnp.zeros((), z.dtype)
+    return jnp.stack([
+        jnp.stack([zero, -z[2], z[1]]),
+        jnp.stack([z[2], zero, -z[0]]),
+        jnp.stack([-z[1], z[0], zero]),
+    ])
+
+
+def _check_so3_point(x, what: str) -> None:
+    shape = _check_state(x)
+    if shape != (3,):
+        raise ValueError(
+            f"the {what} residual is defined on so(3)* = R^3: expected a point of shape (3,), "
+            f"got shape {shape}"
+        )
+
+
+def poisson_residual(f: Callable[[State], State], x: Float[Array, " 3"]) -> Scalar:
+    r"""Relative violation of the Lie–Poisson property on $\mathfrak{so}(3)^*$,
+    $\|M \hat x M^\top - \widehat{f(x)}\|_F / \|\hat x\|_F$.
+
+    $M$ is `jacobian(f, x)` and $\hat x$ the hat matrix (`hat_matrix`), the Poisson
+    tensor $B(x)$ of $\{F, G\}(z) = -z\cdot(\nabla F \times \nabla G)$. It is zero
+    exactly when $f$ is a Poisson map at `x`: $\{F\circ f, G\circ f\} = \{F, G\}\circ f$
+    for all $F, G$. (The opposite sign convention, $B = -\hat z$, gives the same
+    residual: both terms change sign.)
+
+    **Arguments:** `f`, the map to test; `x`, a point `(3,)`, not zero.
+
+    **Returns:** a non-negative scalar in `x`'s dtype.
+    """
+    _check_so3_point(x, "Poisson")
+    x = jnp.asarray(x)
+    M = jacobian(f, x)
+    B = hat_matrix(x)
+    diff = M @ B @ M.T - hat_matrix(jnp.asarray(f(x)).reshape(3))
+    return jnp.linalg.norm(diff) / jnp.linalg.norm(B)
+
+
+def casimir_residual(f: Callable[[State], State], x: Float[Array, " 3"]) -> Scalar:
+    r"""Relative change of the Casimir $C(z) = |z|^2$ of $\mathfrak{so}(3)^*$,
+    $\big|\,|f(x)|^2 - |x|^2\big| / |x|^2$.
+
+    **Arguments:** `f`, the map to test; `x`, a point `(3,)`, not zero.
+
+    **Returns:** a non-negative scalar in `x`'s dtype; `0` for a map that keeps every
+    sphere $|z| = r$ (every layer of `geomlearn.LiePoissonNet`).
+    """
+    _check_so3_point(x, "Casimir")
+    x = jnp.asarray(x)
+    y = jnp.asarray(f(x)).reshape(3)
+    c0 = jnp.sum(x * x)
+    return jnp.abs(jnp.sum(y * y) - c0) / c0
 
 
 def structure_residuals(fmap: Callable[[State], State], points, dim: int) -> dict[str, float]:

@@ -51,7 +51,6 @@ from typing import Callable, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from ._typing import Array, Float, PRNGKeyArray

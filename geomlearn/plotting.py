@@ -35,7 +35,9 @@ def _pyplot(path):
 def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
            canonical: bool = True) -> bool:
     """Write a report figure: the rollout against the reference in phase space, the
-    invariant error over time, and the loss curves.
+    invariant error over time, the loss curves, and — for an evaluation with a long
+    horizon (`evaluate(..., horizon=N)`) — the invariant drift against the step on
+    logarithmic axes up to the horizon, with the escapes marked.
 
     **Arguments:** `path` (an image file); `history` (from `fit`); `evaluation` (the
     `geomlearn.Evaluation` returned by `evaluate`); `loss_name` (the y-axis label);
@@ -54,7 +56,12 @@ def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
     d = reference.shape[-1]
     a, b = (0, d // 2) if canonical else (0, min(1, d - 1))
     name = lambda i: labels[i] if i < len(labels) else f"z{i + 1}"  # noqa: E731
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    long = getattr(evaluation, "long_horizon", None)
+    if long is None:
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    else:
+        fig, grid = plt.subplots(2, 2, figsize=(12, 8.8))
+        axes = grid.ravel()
     ax = axes[0]
     ref, pred = np.asarray(reference[0]), np.asarray(rollout[0])
     ax.plot(ref[:, a], ref[:, b], "k-", lw=2.5, alpha=0.35, label="reference")
@@ -75,10 +82,17 @@ def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
     ax.set_xlabel("time" if metrics["dt"] else "step")
     ax.set_ylabel("relative invariant error")
     ax.set_title("invariant error of the rollout")
-    ax.legend(loc="best", fontsize=8)
+    if series:
+        ax.legend(loc="best", fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no known invariants\n(no system given)", ha="center", va="center",
+                transform=ax.transAxes)
     ax = axes[2]
     _loss_panel(ax, history, loss_name)
-    fig.suptitle(f"{metrics['model']} on {metrics['system']} ({metrics['structure']})")
+    if long is not None:
+        _long_horizon_panel(axes[3], long)
+    on = metrics["system"] if metrics["system"] is not None else "data"
+    fig.suptitle(f"{metrics['model']} on {on} ({metrics['structure']})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -151,6 +165,35 @@ def reduction_report(path, *, history, evaluation, loss_name: str = "relative",
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return True
+
+
+def _long_horizon_panel(ax, long) -> None:
+    """Each invariant's relative drift |δ_t| against the step t (log-log, one line per
+    rollout, up to its escape), or without invariants the state norm over the data's
+    bound; the escape steps as crosses at the top of the panel."""
+    m, steps = long.metrics, long.steps
+    floor = 1e-17
+    if long.drift:
+        for i, (name, values) in enumerate(long.drift.items()):
+            for b, (row, top) in enumerate(zip(values, long.max_drift[name])):
+                ax.loglog(steps, np.maximum(np.abs(row), floor), f"C{i}-", lw=0.6, alpha=0.3)
+                ax.loglog(steps, np.maximum(top, floor), f"C{i}-", lw=1.4,
+                          label=f"{name}: max so far (faint: at the step)" if b == 0 else None)
+        ax.set_ylabel("relative invariant drift |δ_t|")
+    else:
+        for row in long.norm:
+            ax.loglog(steps, row, "C0-", lw=0.9, alpha=0.7)
+        ax.axhline(m["escape_bound"] / m["data_bound"], color="C3", ls=":", label="escape bound")
+        ax.set_ylabel("state norm / data's bound")
+    escapes = [s for s in m["escape_step"] if s is not None]
+    if escapes:
+        ax.plot(escapes, [ax.get_ylim()[1]] * len(escapes), "kx", ms=7, clip_on=False,
+                label=f"escaped ({len(escapes)} of {m['n_trajectories']})")
+    ax.set_xlim(max(1, steps[0]), m["horizon"])
+    ax.set_xlabel("step")
+    n = m["n_trajectories"]
+    ax.set_title(f"long horizon: {m['horizon']} steps from {n} state{'s' * (n != 1)}")
+    ax.legend(loc="best", fontsize=8)
 
 
 def _loss_panel(ax, history: dict, loss_name: str) -> None:

@@ -10,6 +10,7 @@ window update keeps anything — turns the name into one of these objects once, 
 |---|---|---|
 | `"symplectic"` | $D\Phi^\top \mathbb{J} D\Phi = \mathbb{J}$ | symplecticity, volume |
 | `"volume"` | $\lvert\det D\Phi\rvert = 1$ | volume |
+| `"lie-poisson"` | $D\Phi\,\hat z\,D\Phi^\top = \widehat{\Phi(z)}$ on $\mathfrak{so}(3)^*$, $\lvert\Phi(z)\rvert = \lvert z\rvert$ | poisson, casimir, volume |
 | `"none"` | nothing | none |
 
 A symplectic map preserves volume too ($\det D\Phi = \pm 1$ follows from
@@ -26,6 +27,7 @@ __all__ = [
     "AbstractStructure",
     "Symplectic",
     "VolumePreserving",
+    "LiePoisson",
     "NoStructure",
     "STRUCTURE_NAMES",
     "structure_named",
@@ -72,6 +74,17 @@ class VolumePreserving(AbstractStructure):
     residuals = frozenset({"volume"})
 
 
+class LiePoisson(AbstractStructure):
+    r"""A Lie–Poisson map of $\mathfrak{so}(3)^* \cong \mathbb{R}^3$ that is a Hamiltonian
+    flow (or a composition of such flows): $D\Phi(z)\,\hat z\,D\Phi(z)^\top =
+    \widehat{\Phi(z)}$ (`geomlearn.geometry.poisson_residual`), the Casimir kept,
+    $|\Phi(z)|^2 = |z|^2$ (`casimir_residual`), and volume kept (the Lie–Poisson flows of
+    the unimodular $\mathfrak{so}(3)$ are divergence-free)."""
+
+    name = "lie-poisson"
+    residuals = frozenset({"poisson", "casimir", "volume"})
+
+
 class NoStructure(AbstractStructure):
     """No claim: every residual is reported, none is required to vanish."""
 
@@ -79,7 +92,7 @@ class NoStructure(AbstractStructure):
     residuals = frozenset()
 
 
-_BY_NAME: dict[str, AbstractStructure] = {s.name: s for s in (Symplectic(), VolumePreserving(), NoStructure())}
+_BY_NAME: dict[str, AbstractStructure] = {s.name: s for s in (Symplectic(), VolumePreserving(), LiePoisson(), NoStructure())}
 
 #: The structure names a model may claim.
 STRUCTURE_NAMES: tuple[str, ...] = tuple(_BY_NAME)

@@ -7,12 +7,23 @@
   out-of-process checks (notebooks, the docs build, quick benchmarks, command-line runs in
   subprocesses, multi-process training). A test outside the slow tier that starts a
   process fails.
+- A test that reads a command-line training run (the fixtures in `CLI_RUN_FIXTURES`)
+  belongs to the slow tier: it is marked so at collection.
 - `key` hands out fresh PRNG keys, `rng` NumPy random numbers; `tol` gives per-dtype
   tolerances. `_helpers.py` has `normal`, `randomize` and `n_params`, once.
 """
 
 import itertools
+import os
 import subprocess
+
+# The in-process tests run thousands of tiny programs whose cost is compilation, not
+# execution: compile them without LLVM's optimisation passes (about a quarter less CPU
+# time). XLA reads the flag once, when JAX starts its backend, so it is set for that
+# moment only: every process a test starts (command lines, notebooks, benchmarks)
+# inherits the environment as it was and compiles with XLA's defaults.
+_XLA_FLAGS = os.environ.get("XLA_FLAGS")
+os.environ["XLA_FLAGS"] = " ".join(filter(None, [_XLA_FLAGS, "--xla_backend_optimization_level=0"]))
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +33,11 @@ import pytest
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
+jax.devices()  # start the backend with the flag above, then restore the environment
+if _XLA_FLAGS is None:
+    del os.environ["XLA_FLAGS"]
+else:
+    os.environ["XLA_FLAGS"] = _XLA_FLAGS
 
 FLOAT_DTYPES = [jnp.float32, jnp.float64]
 
@@ -30,6 +46,16 @@ TOLERANCES = {
     np.dtype(np.float64): {"structure": 1e-12, "close": 1e-12},
     np.dtype(np.float32): {"structure": 1e-5, "close": 1e-5},
 }
+
+
+#: Module fixtures that train through `geomlearn.cli.main`; their users are slow-tier tests.
+CLI_RUN_FIXTURES = frozenset({"pendulum_run", "autoencoder_run", "csv_run", "run"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if CLI_RUN_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
@@ -81,3 +107,17 @@ def _fast_tier_stays_in_process(request, monkeypatch):
         )
 
     monkeypatch.setattr(subprocess, "Popen", refuse)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_code():
+    """Drop JAX's compiled executables and trace caches after each test module.
+
+    Without this, one pytest process keeps every program it compiled alive for the whole
+    run, and near the end of the in-process tier XLA's CPU compiler has crashed with a
+    segmentation fault (in `backend_compile_and_load`, compiling a small slice under
+    `jacfwd` in tests/test_volume_preserving.py; the same test passes alone and with the
+    caches cleared per module). Modules share little compiled code, so clearing costs
+    little."""
+    yield
+    jax.clear_caches()

@@ -71,6 +71,7 @@ def toda_snapshots():
     return toda, X
 
 
+@pytest.mark.slow  # a training run
 def test_fit_trains_and_keeps_the_structure(toda_snapshots):
     toda, X = toda_snapshots
     ae = _small(jax.random.PRNGKey(3), full=24, reduced=2)
@@ -91,6 +92,7 @@ def test_fit_trains_and_keeps_the_structure(toda_snapshots):
     assert res["immersion"] <= 1e-12
 
 
+@pytest.mark.slow  # a training run
 def test_reduced_integrator_trains_rolls_out_and_round_trips(toda_snapshots, tmp_path):
     toda, X = toda_snapshots
     model = gl.ReducedIntegrator(24, 2, n_layers=2, width=4, autoencoder_width=4,

@@ -40,6 +40,7 @@ def _run_cli(*args, timeout=120):
 # ----------------------------------------------------------------------------- runner
 
 
+@pytest.mark.slow  # starts a process
 def test_listing_names_every_benchmark_without_importing_jax():
     proc = _run_cli(
         "-c",
@@ -52,6 +53,7 @@ def test_listing_names_every_benchmark_without_importing_jax():
     assert "NO-JAX" in proc.stdout
 
 
+@pytest.mark.slow  # starts a process
 def test_unknown_benchmark_is_rejected_with_the_valid_names():
     proc = _run_cli("-m", "benchmarks", "no_such_benchmark")
     assert proc.returncode == 2
@@ -62,6 +64,7 @@ def test_unknown_benchmark_is_rejected_with_the_valid_names():
         benchmarks.load("no_such_benchmark")
 
 
+@pytest.mark.slow  # starts a process
 def test_all_collects_every_benchmarks_options_without_conflict():
     proc = _run_cli("-m", "benchmarks", "all", "--help")
     assert proc.returncode == 0, proc.stderr
@@ -116,6 +119,7 @@ TOY = H.Benchmark(
 )
 
 
+@pytest.mark.slow  # starts a process
 def test_harness_runs_a_spec_from_settings_to_json(tmp_path, capsys):
     payload = TOY.run(quick=False, out=tmp_path, size=20, names="x,y")
     assert payload["settings"] == {"size": 20, "names": ["x", "y"]}  # options override
@@ -370,6 +374,32 @@ def test_sympnets_pendulum_quick(quick_runs):
     assert rows["ResNet"]["structure"] == "none"
 
 
+@pytest.mark.slow
+def test_long_rollout_quick(quick_runs):
+    payload, _ = _quick(quick_runs, "long_rollout")
+    s, runs = payload["settings"], payload["results"]["runs"]
+    # every family and variant once; the command line's training once, as k=1
+    expected = [(f, v) for f in s["families"]
+                for v in (["k=1"] if f == "LPNet-CLI" else s["variants"])]
+    assert [(r["family"], r["variant"]) for r in runs] == expected
+    for r in runs:
+        lh = r["long_horizon"]
+        assert lh["horizon"] == s["n_points"]
+        assert len(lh["escape_step"]) == lh["n_trajectories"] == r["n_initial"]
+        assert _finite(r["val_long"]) and _finite(r["train_loss"])
+    # the Lie-Poisson network keeps |z|^2 to round-off over the rollout (float64) while its
+    # learned energy drifts measurably: the drift measure sees what a model does not keep
+    for r in runs:
+        inv = r["long_horizon"]["invariants"]
+        if r["family"].startswith("LPNet"):
+            assert inv["casimir"]["worst_max_drift"] <= 1e-12
+            assert inv["energy"]["worst_max_drift"] > 1e-8
+        else:
+            assert "casimir" not in inv and inv["energy"]["worst_max_drift"] > 1e-8
+    assert any("Casimir" in t["target"] for t in payload["targets"])
+
+
+@pytest.mark.slow  # starts a process
 def test_report_renders_recorded_results(tmp_path):
     from benchmarks import _report
 

@@ -43,6 +43,7 @@ def test_train_writes_every_file(pendulum_run, capsys):
     metrics = strict_json(out / "metrics.json")
     assert metrics["model"] == "GSympNet" and metrics["system"] == "Pendulum"
     assert metrics["epochs"] == 5 and metrics["training_seconds"] > 0
+    assert metrics["stop_reason"] == "epochs"  # why training stopped, also in history.json
     assert set(metrics["trajectory_error"]) == {"1", "10", "100"}
     assert "energy" in metrics["invariant_drift"]
     assert metrics["structure_residual"]["symplecticity"] < 1e-12  # float64 in the test suite
@@ -93,10 +94,11 @@ def test_check_fails_a_model_that_breaks_its_claim(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "FAIL" in text
     gl.save(tmp_path / "model.geomlearn", gl.ResNet(2, width=3, depth=1, key=jax.random.PRNGKey(0)))
-    assert cli.main(["check", str(tmp_path)]) == 0  # claims nothing, so nothing fails
-    assert "not claimed" in capsys.readouterr().out
+    assert cli.main(["check", str(tmp_path)]) == 3  # claims nothing: nothing to verify
+    assert "no structure claimed; nothing to verify" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # a command-line training run
 def test_volume_preserving_transformer_on_the_rigid_body(tmp_path, capsys, monkeypatch):
     # the README's second example, with a smaller network to keep the test fast
     spec = cli.MODELS["vp-transformer"]
@@ -168,6 +170,7 @@ def test_class_names_are_accepted_and_usage_errors_return_2(capsys):
     assert cli.main([]) == 2
 
 
+@pytest.mark.slow  # a command-line training run
 def test_missing_matplotlib_is_explained(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib → ImportError
     out = tmp_path / "noplot"
@@ -176,6 +179,7 @@ def test_missing_matplotlib_is_explained(tmp_path, monkeypatch, capsys):
     assert 'pip install "geomlearn[plot]"' in capsys.readouterr().err
 
 
+@pytest.mark.slow  # starts a process
 def test_console_script_and_x64_in_a_fresh_process(pendulum_run):
     (script,) = [e for e in importlib.metadata.entry_points(group="console_scripts")
                  if e.name == "geomlearn"]
@@ -194,6 +198,7 @@ def test_console_script_and_x64_in_a_fresh_process(pendulum_run):
     assert gl.load(pendulum_run / "model.geomlearn").config()["dtype"] == jnp.float64
 
 
+@pytest.mark.slow  # starts a process
 def test_version_help_examples_and_a_closed_pipe(capsys):
     assert cli.main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"geomlearn {gl.__version__}"
@@ -276,6 +281,7 @@ def test_check_fails_an_autoencoder_off_its_manifold(autoencoder_run, tmp_path, 
     assert "FAIL" in text and "immersion" in text
 
 
+@pytest.mark.slow  # builds the 400-dimensional Toda data through the command line
 def test_autoencoder_usage_errors(tmp_path, capsys):
     argv = ["train", "--system", "toda_lattice", "--model", "symplectic-autoencoder",
             "--out", str(tmp_path / "o")]

@@ -122,7 +122,7 @@ def test_windows_stride_and_errors():
     np.testing.assert_array_equal(np.asarray(inputs)[:, 0, 0], [0, 30, 60])  # starts 0, 3, 6
     data.windows(5, 5)  # exactly fits: 10 states needed, 11 available
     data.windows(6, 5)  # 11 states needed
-    with pytest.raises(ValueError, match="need 12 consecutive states, but each trajectory has 11"):
+    with pytest.raises(ValueError, match=r"need 12 consecutive states \(T \+ pw\), but each trajectory has 11"):
         data.windows(6, 6)
     with pytest.raises(ValueError, match="prediction_window must be <= seq_length"):
         data.windows(2, 3)

@@ -89,3 +89,110 @@ def test_coupled_oscillator_lst(key):
     # deterministic in the key, different across keys
     np.testing.assert_array_equal(coupled_oscillator_lst(k).states[:, 0], z0)
     assert not np.allclose(coupled_oscillator_lst(key()).states[:, 0], z0)
+
+
+# ------------------------------------------------- sampled data sets, accurate references
+
+import pytest  # noqa: E402
+
+from geomlearn import datasets  # noqa: E402
+from geomlearn.cli._recipes import MAX_TRAJECTORIES, RECIPES  # noqa: E402
+from geomlearn.integrators import GaussLegendre6, ImplicitMidpoint, Yoshida6  # noqa: E402
+from geomlearn.systems import (  # noqa: E402
+    DoublePendulum,
+    HarmonicOscillator,
+    HenonHeiles,
+    Kepler,
+    ThreeBody,
+)
+
+#: function, system, method and first substeps as stated in each docstring.
+SAMPLED = {
+    "harmonic_oscillator": (datasets.harmonic_oscillator, HarmonicOscillator(), Yoshida6(), 2),
+    "henon_heiles": (datasets.henon_heiles, HenonHeiles(), Yoshida6(), 2),
+    "kepler": (datasets.kepler, Kepler(), Yoshida6(), 8),
+    "three_body": (datasets.three_body, ThreeBody(), Yoshida6(), 32),
+    "double_pendulum": (datasets.double_pendulum, DoublePendulum(), GaussLegendre6(), 4),
+}
+
+
+#: what each docstring states about the initial states (checked on the first states).
+def _in_range(name, z0):
+    if name == "harmonic_oscillator":
+        energy = np.asarray(jax.vmap(HarmonicOscillator().hamiltonian)(z0))
+        return np.all((energy >= 0.05) & (energy <= 0.5))
+    if name == "henon_heiles":
+        energy = np.asarray(jax.vmap(HenonHeiles().hamiltonian)(z0))
+        return np.all((energy >= 0.02) & (energy <= 0.12))
+    if name == "kepler":  # H = -1/(2a), a in [0.8, 1.2]
+        energy = np.asarray(jax.vmap(Kepler().hamiltonian)(z0))
+        return np.all((energy >= -1 / 1.6 - 1e-12) & (energy <= -1 / 2.4 + 1e-12))
+    if name == "three_body":  # zero total momentum, centre of mass at the origin
+        z0 = np.asarray(z0)
+        return (np.abs(z0.reshape(-1, 2, 3, 2).sum(2)).max() < 1e-14
+                and np.abs(z0 - np.asarray(ThreeBody().default_initial_conditions())[0]).max() < 0.1)
+    z0 = np.asarray(z0)  # double pendulum: a box
+    return np.all(np.abs(z0[:, :2]) <= 1) and np.all(np.abs(z0[:, 2:]) <= 0.5)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLED))
+def test_sampled_reference_is_accurate_to_1e8(name):
+    """The stated method and substeps, and the substep-halving difference ≤ 1e-8."""
+    make, system, method, substeps = SAMPLED[name]
+    data = make(jax.random.PRNGKey(3), n_trajectories=8, n_steps=6)
+    assert data.states.shape == (8, 7, system.dim) and data.dt == 0.1
+    assert data.dtype == jnp.float64  # x64 in the tests: the default float
+    z0 = data.states[:, 0]
+    assert _in_range(name, z0)
+    np.testing.assert_array_equal(
+        data.states, integrate(system, z0, 0.1, 6, method=method, substeps=substeps))
+    halved = integrate(system, data.states[:, :-1].reshape(-1, system.dim), 0.1, 1,
+                       method=method, substeps=2 * substeps)[:, -1]
+    step = np.asarray(data.states[:, 1:]).reshape(-1, system.dim)
+    relative = np.abs(step - np.asarray(halved)).max(-1) / np.abs(np.asarray(halved)).max(-1)
+    assert relative.max() <= 1e-8
+    error = datasets.one_step_error(system, data.states, 0.1, method=method, substeps=substeps)
+    assert error <= datasets.REFERENCE_TOLERANCE
+    # negative control: one state off by a relative 1e-7 is caught
+    bad = data.states.at[2, 4].multiply(1 + 1e-7)
+    assert datasets.one_step_error(system, bad, 0.1, method=method, substeps=substeps) > 1e-8
+    # reproducible in the key, different across keys, float32 is the same data rounded
+    again = make(jax.random.PRNGKey(3), n_trajectories=8, n_steps=6)
+    np.testing.assert_array_equal(again.states, data.states)
+    other = make(jax.random.PRNGKey(4), n_trajectories=8, n_steps=6)
+    assert not np.allclose(other.states[:, 0], z0) and _in_range(name, other.states[:, 0])
+    single = make(jax.random.PRNGKey(3), n_trajectories=8, n_steps=6, dtype=jnp.float32)
+    np.testing.assert_array_equal(single.states, np.asarray(data.states).astype(np.float32))
+
+
+def test_reference_data_doubles_substeps_until_accurate(monkeypatch):
+    system = HarmonicOscillator()
+    z0 = np.array([[1.0, 0.0]])
+    data, substeps, error = datasets.reference_data(system, z0, 0.1, 4, method=Yoshida6(),
+                                                    substeps=1, tol=1e-12)
+    assert substeps > 1 and error <= 1e-12
+    coarse = integrate(system, z0, 0.1, 4, method=Yoshida6(), substeps=substeps // 2)
+    assert datasets.one_step_error(system, coarse, 0.1, method=Yoshida6(),
+                                   substeps=substeps // 2) > 1e-12  # the doubling was needed
+    monkeypatch.setattr(datasets._reference, "MAX_SUBSTEPS", 2)
+    with pytest.raises(ValueError, match="one-step error of .* not 1e-15"):
+        datasets.reference_data(system, z0, 0.1, 4, method=Yoshida6(), substeps=1, tol=1e-15)
+
+
+def test_more_trajectories_than_the_defaults(monkeypatch):
+    """The command line's recipes draw as many trajectories as asked (up to a maximum); the
+    coupled oscillator draws more of the tutorial's distribution."""
+    import geomlearn.cli._recipes as recipes
+
+    monkeypatch.setattr(recipes, "SAMPLED_STEPS", 6)  # the shapes compiled above
+    train, held, description = RECIPES["henon_heiles"](
+        HenonHeiles(), n_trajectories=8, key=jax.random.PRNGKey(0), dtype=None)
+    assert train.n_trajectories == 8 and held is None and "1e-08" in description
+    with pytest.raises(ValueError, match=f"between 1 and {MAX_TRAJECTORIES}"):
+        RECIPES["henon_heiles"](HenonHeiles(), n_trajectories=MAX_TRAJECTORIES + 1,
+                                key=jax.random.PRNGKey(0), dtype=None)
+    data, _, _ = RECIPES["coupled_oscillator"](CoupledHarmonicOscillator(), n_trajectories=12,
+                                               key=jax.random.PRNGKey(0), dtype=None)
+    assert data.states.shape == (12, 334, 4)
+    np.testing.assert_array_equal(
+        data.states, coupled_oscillator_lst(jax.random.PRNGKey(0), n_trajectories=12).states)

@@ -1,8 +1,9 @@
-"""Issue 19: nothing lost under concurrency and misuse.
+"""Nothing lost under concurrency, misuse, full disks and read-only places.
 
-Each test reproduces one defect of the issue (it fails on the code before the fix):
-parallel runs and writers (real processes), persistence of every dtype, checkpoint paths
-and locks, command-line errors, and the numerical edge cases of training.
+Each test reproduces one defect (it fails on the code before the fix): parallel runs
+and writers (real processes), persistence of every dtype, checkpoint paths and locks,
+command-line errors, the numerical edge cases of training, and writing where the disk
+is full or the place is read-only.
 """
 
 import json
@@ -82,6 +83,7 @@ def test_parallel_trains_get_one_folder_each(tmp_path):
     assert seeds == [1, 2, 3]  # each folder holds one run's own files
 
 
+@pytest.mark.slow
 def test_one_out_folder_is_claimed_by_one_run(tmp_path):
     """Defect 1: two runs given one `--out` both wrote into it (a mixed folder)."""
     out, go = tmp_path / "out", tmp_path / "go"
@@ -105,6 +107,7 @@ def test_one_out_folder_is_claimed_by_one_run(tmp_path):
     assert all("--out" in out_ for rc, out_, _ in results if rc == 3)
 
 
+@pytest.mark.slow
 def test_concurrent_json_writers_never_publish_an_invalid_file(tmp_path):
     """Defect 1: a fixed temporary name made two writers crash or publish truncated JSON."""
     target = tmp_path / "metrics.json"
@@ -458,3 +461,99 @@ def test_resume_with_other_data_or_loss_is_refused(key, tmp_path):
         gl.fit(TinyShear(2, key=key()), (x, 1.01 * y), resume=True, **common)
     with pytest.raises(ValueError, match="loss"):
         gl.fit(TinyShear(2, key=key()), (x, y), loss="mse", resume=True, **common)
+
+
+# ------------------------------------------------------ full disks, read-only places
+
+
+def _no_temporaries(folder: pathlib.Path) -> bool:
+    return not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("errno_", [13, 28, 30])  # EACCES, ENOSPC, EROFS
+def test_save_where_nothing_can_be_written_is_a_clear_error_and_keeps_the_old_file(
+        errno_, key, tmp_path, monkeypatch):
+    path = tmp_path / "model.geomlearn"
+    old = TinyShear(2, key=key())
+    gl.save(path, old)
+    before = path.read_bytes()
+
+    def failing_fdopen(fd, *args, **kwargs):  # the temporary file cannot take the bytes
+        f = open(fd, *args, **kwargs)
+
+        def write(data):
+            raise OSError(errno_, os.strerror(errno_))
+
+        f.write = write
+        return f
+
+    monkeypatch.setattr(os, "fdopen", failing_fdopen)
+    with pytest.raises(OSError, match=r"cannot write .*model.geomlearn.*unchanged") as e:
+        gl.save(path, TinyShear(2, key=key()))
+    assert e.value.errno == errno_
+    assert path.read_bytes() == before and _no_temporaries(tmp_path)
+
+
+def test_a_checkpoint_that_cannot_be_written_stops_fit_and_keeps_the_last_one(key, tmp_path,
+                                                                            monkeypatch):
+    x = jax.random.normal(key(), (16, 2))
+    y = x[:, ::-1]
+    ckpt = tmp_path / "run.ckpt"
+    model, k = TinyShear(2, key=key()), key()
+    writes = []
+    real = gio._container.write_atomic
+
+    def fills_up(path, content):  # the first checkpoint fits, the disk is full after it
+        if writes:
+            raise OSError(28, os.strerror(28))
+        writes.append(path)
+        return real(path, content)
+
+    monkeypatch.setattr(gio._container, "write_atomic", fills_up)
+    with pytest.raises(OSError, match=r"No space left.*after epoch 2, the checkpoint holds "
+                                      r"epoch 1.*`model` attribute") as e:
+        gl.fit(model, (x, y), epochs=6, checkpoint=ckpt, checkpoint_every=1, key=k, progress=False)
+    assert e.value.errno == 28 and len(e.value.history["epoch"]) == 2
+    assert isinstance(e.value.model, TinyShear)
+    _, _, header = gl.load_checkpoint(ckpt, model)
+    assert header["epoch"] == 1 and _no_temporaries(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_full_disk_leaves_the_previous_checkpoint_and_no_partial_file(tmp_path):
+    # a real file-size limit (RLIMIT_FSIZE) in a fresh process: writes beyond it fail
+    # with EFBIG, as on a full disk
+    proc = python("""
+        import os, resource, signal, sys
+        import jax, numpy as np
+        import geomlearn as gl
+        from _tiny_models import TinyShear
+        folder = sys.argv[1]
+        ckpt = os.path.join(folder, "run.ckpt")
+        x = np.random.default_rng(0).standard_normal((16, 2)).astype(np.float32)
+        small = TinyShear(2, width=2, key=jax.random.PRNGKey(0))
+        gl.fit(small, (x, x[:, ::-1]), epochs=1, checkpoint=ckpt, key=jax.random.PRNGKey(1),
+               progress=False)
+        size = os.path.getsize(ckpt)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size + 64, size + 64))
+        big = TinyShear(2, width=1024, key=jax.random.PRNGKey(0))
+        try:
+            gl.save(ckpt, big)
+        except OSError as e:
+            print("SAVE", e.errno, e)
+        try:
+            gl.fit(big, (x, x[:, ::-1]), epochs=3, checkpoint=os.path.join(folder, "big.ckpt"),
+                   key=jax.random.PRNGKey(1), progress=False)
+        except OSError as e:
+            print("FIT", e.errno, type(e.model).__name__)
+        print("LEFT", sorted(os.listdir(folder)))
+    """, tmp_path)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert "SAVE 27 [Errno 27] cannot write" in out and "is unchanged" in out
+    assert "FIT 27 TinyShear" in out
+    assert "LEFT ['run.ckpt']" in out  # no temporary file, no partial big.ckpt, no lock
+    like = TinyShear(2, width=2, key=jax.random.PRNGKey(0), dtype=jnp.float32)
+    _, _, header = gl.load_checkpoint(tmp_path / "run.ckpt", like)
+    assert header["epoch"] == 1

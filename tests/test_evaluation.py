@@ -121,6 +121,8 @@ def test_transformer_and_hamiltonian_network(key):
     assert metrics["structure_residual"]["volume"] > 1e-6  # an unconstrained window map
     hnn = TinyHamiltonian(2, key=key())
     metrics = gl.evaluate(hnn, HarmonicOscillator(), ref)
+    # with a system, the learned energy is measured next to the system's invariants
+    assert set(metrics["invariant_drift"]) == {"energy", "learned_energy"}
     # the implicit midpoint step of a Hamiltonian field is symplectic (to the solver's accuracy)
     assert metrics["structure_residual"]["symplecticity"] < 1e-10
     assert metrics["trajectory_error"]["12"] < 0.2

@@ -151,6 +151,7 @@ def _double_pendulum_accelerations(M, seed=5):
     return jax.vmap(sample)(Z)
 
 
+@pytest.mark.slow  # a training run
 def test_default_initialisation_trains_on_the_double_pendulum():
     """A default-initialised LNN (the command line's configuration) fitted with Adam 1e-2
     to double-pendulum accelerations for 300 epochs: the loss stays finite, falls by more
@@ -169,6 +170,7 @@ def test_default_initialisation_trains_on_the_double_pendulum():
     assert float(jnp.mean(jnp.square(pred - A))) < 0.03 * scale
 
 
+@pytest.mark.slow  # a command-line training run
 def test_command_line_trains_the_lnn(tmp_path):
     """`geomlearn train --model lnn` as a user runs it (float32, no --x64; pendulum, where
     p = q̇; Levenberg–Marquardt) finishes with a finite training loss below 1 and below
@@ -215,6 +217,7 @@ def test_errors(key):
         gl.iterate(model, jnp.ones(4), 3)
 
 
+@pytest.mark.slow  # a training run
 def test_fit_on_accelerations_and_trajectories_then_iterate(key):
     """Harmonic oscillator q̈ = −q: acceleration regression, then an RK4 rollout of the
     learned dynamics keeps the learned energy; training on one-step pairs of a

@@ -123,6 +123,7 @@ def test_errors():
         opt.update(p, opt.init(p))
 
 
+@pytest.mark.slow  # a training run
 def test_fit_keeps_stiefel_parameters_on_the_manifold(key):
     """A model with a Stiefel leaf trained by geomlearn.fit with riemannian_adam."""
     ae = gl.SymplecticAutoencoder(12, 2, width=4, n_encoder_blocks=1, n_decoder_blocks=1,

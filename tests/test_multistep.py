@@ -49,6 +49,7 @@ def _full_loss(model, data, **task_kw):
     return float(resolve_loss("relative")(pred, target, sq)), x.shape[0]
 
 
+@pytest.mark.slow  # training runs
 @pytest.mark.parametrize("kind", ["transformer", "feed_forward"])
 def test_one_window_is_the_plain_loss(kind, key, rng):
     data = _data(rng, dim=4 if kind == "feed_forward" else 3)
@@ -140,14 +141,25 @@ def test_structure_and_rollout_are_the_wrapped_models(key, rng):
     assert type(trained.model) is type(vpt)
 
 
-def test_save_the_wrapped_model(key, rng, tmp_path):
+def test_save_the_wrapper_and_the_wrapped_model(key, rng, tmp_path):
     multi = MultiStep(_vpt(key(), rng), 2)
-    with pytest.raises(TypeError, match=r"geomlearn.save\(path, multi.model\)"):
-        gl.save(tmp_path / "m.geomlearn", multi)
+    window = jnp.asarray(np.asarray(_data(rng).states)[0, :3])
+    # the wrapper saves and loads (before: a TypeError), its model nested in the file
+    gl.save(tmp_path / "multi.geomlearn", multi)
+    back = gl.load(tmp_path / "multi.geomlearn")
+    assert isinstance(back, MultiStep) and back.n_windows == 2
+    np.testing.assert_array_equal(np.asarray(back.model(window)), np.asarray(multi.model(window)))
+    # and so does the trained map alone
     gl.save(tmp_path / "m.geomlearn", multi.model)
     back = gl.load(tmp_path / "m.geomlearn")
-    window = jnp.asarray(np.asarray(_data(rng).states)[0, :3])
     np.testing.assert_array_equal(np.asarray(back(window)), np.asarray(multi.model(window)))
+    # a checkpoint of a MultiStep run resumes like any other
+    data = _data(rng)
+    kw = dict(seq_length=3, optimizer=gl.LevenbergMarquardt(), key=key(), progress=False,
+              checkpoint=tmp_path / "run.ckpt")
+    _, first = gl.fit(multi, data, epochs=1, **kw)
+    _, resumed = gl.fit(multi, data, epochs=2, resume=True, **kw)
+    assert resumed["epoch"] == [1, 2] and resumed["loss"][0] == first["loss"][0]
 
 
 def test_errors(key, rng):

@@ -20,6 +20,7 @@ def test_notebooks_exist():
         "verifying_geometry.ipynb",
         "new_families.ipynb",
         "model_reduction.ipynb",
+        "long_rollouts.ipynb",
     }
     assert expected <= names, f"missing notebooks: {sorted(expected - names)}"
 

@@ -194,6 +194,7 @@ def test_top_level_exports():
     assert geomlearn.layers.positional_encoding is positional_encoding
 
 
+@pytest.mark.slow  # starts a process
 def test_allocates_on_the_input_device():
     """An input committed to the second of two host devices yields an output there."""
     code = textwrap.dedent(
@@ -390,6 +391,7 @@ def test_identity_jacobian_and_grad_on_a_long_window(key):
     np.testing.assert_array_equal(jax.vmap(pe)(Z[None])[0], pe(Z))
 
 
+@pytest.mark.slow  # starts a process
 def test_float32_table_without_x64_matches():
     """With x64 off (JAX's default) the long float32 table is the same bits."""
     code = textwrap.dedent(
@@ -415,6 +417,7 @@ def test_float32_table_without_x64_matches():
         np.testing.assert_array_equal(np.load(path), positional_encoding(30000, 7, dtype=jnp.float32))
 
 
+@pytest.mark.slow  # starts a process
 def test_long_table_allocates_on_the_input_device():
     """As `test_allocates_on_the_input_device`, for a window long enough that the table is
     computed in a program (eagerly: the small jitted program runs where the input is)."""

@@ -253,10 +253,36 @@ def test_stalls_at_the_minimum():
     exact = {"a": jnp.asarray(2.0), "b": jnp.asarray(-1.3), "c": jnp.asarray(0.3)}
     lm = LevenbergMarquardt(max_damping=1e3, max_tries=20)
     p, state, info = lm.step(exact, lm.init(exact), residual, t, y)
-    # no step can lower a (round-off) minimum: λ climbs to its cap, parameters stay
+    # no step can lower a (round-off) minimum: the trials' λ climbs to its cap, the
+    # parameters stay, and the next iteration starts from at most max_growth × λ
     assert not bool(info.accepted) and bool(info.stalled)
-    assert float(state.damping) == 1e3
+    assert float(info.damping) == 1e3
+    np.testing.assert_allclose(float(state.damping), 1e-3 * lm.max_growth, rtol=1e-12)
     assert all(float(p[k]) == float(exact[k]) for k in exact)
+
+
+def test_one_failed_iteration_raises_the_damping_by_at_most_max_growth():
+    # before: a failed iteration of 10 trials raised λ by increase**10 ≈ 1e6, and
+    # recovering took ~13 accepted iterations; now by at most max_growth
+    params, residual, t, y = _exp_problem()
+    exact = {"a": jnp.asarray(2.0), "b": jnp.asarray(-1.3), "c": jnp.asarray(0.3)}
+    for growth in (1.0, 16.0, 100.0):
+        lm = LevenbergMarquardt(max_growth=growth)
+        _, state, info = lm.step(exact, lm.init(exact), residual, t, y)
+        assert not bool(info.accepted) and int(info.tries) == lm.max_tries
+        assert float(state.damping) <= lm.damping * growth * (1 + 1e-12)
+        assert float(info.damping) > lm.damping * 1e5  # the trials themselves did climb
+    # an accepted step after a climb within the iteration is capped too
+    lm = LevenbergMarquardt(damping=1e-6, max_tries=30, max_growth=4.0)
+    p0 = {"theta": jnp.asarray(0.1)}
+
+    def cubic(p, xi, yi):
+        return jnp.reshape(p["theta"] ** 3 - 1.0, (1,)) + xi - yi
+
+    _, state, info = lm.step(p0, lm.init(p0), cubic, jnp.zeros((3, 1)), jnp.zeros((3, 1)))
+    assert bool(info.accepted) and float(state.damping) <= 4e-6 * (1 + 1e-12)
+    with pytest.raises(ValueError, match="max_growth must be a number >= 1"):
+        LevenbergMarquardt(max_growth=0.5)
 
 
 def test_gauss_newton_backtracks_overshooting_step():

@@ -60,9 +60,10 @@ def test_fit_lowers_the_loss_on_pairs(key, dtype):
     x, y = rotation_pairs(key(), n=40, dtype=dtype)
     model = TinyShear(2, key=key(), dtype=dtype)
     trained, history = gl.fit(model, (x, y), epochs=60, batch_size=8, key=key(), progress=False)
-    assert set(history) == {"epoch", "loss", "val_loss", "learning_rate", "time"}
+    assert set(history) == {"epoch", "loss", "val_loss", "learning_rate", "time", "stop_reason"}
+    assert history["stop_reason"] == "epochs"
     assert history["epoch"] == list(range(1, 61))
-    assert all(len(v) == 60 for v in history.values())
+    assert all(len(v) == 60 for k, v in history.items() if k != "stop_reason")
     assert history["val_loss"] == [None] * 60
     assert history["loss"][-1] < 0.3 * history["loss"][0]
     assert trained.K.dtype == jnp.dtype(dtype)
@@ -230,6 +231,7 @@ DEVICE_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_data_parallel_on_four_devices_matches_one(monkeypatch):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     out = subprocess.run(
@@ -440,6 +442,7 @@ def test_gauss_newton_solves_a_linear_model_in_one_step(key):
     np.testing.assert_allclose(history["loss"][0], residual, rtol=1e-9)
 
 
+@pytest.mark.slow  # two training runs
 def test_levenberg_marquardt_through_fit_beats_adam(key):
     train, _ = gl.datasets.pendulum_sympnets()
     model = gl.GSympNet(2, n_layers=4, width=16, key=key())  # the command line's default
@@ -690,3 +693,118 @@ def test_choose_trainer_by_name(key):
     assert solver.subset == 4096
     with pytest.raises(ValueError, match="trainer must be 'auto', 'lm' or 'adam', got 'sgd'"):
         gl.choose_trainer(model, 100, trainer="sgd")
+
+
+# ------------------------------------------------ a trainer that knows when it is done
+
+
+class _Fragile(gl.models.AbstractFeedForwardIntegrator):
+    """z ↦ a z, NaN where |a z| > 1.5: a model that fails for large steps."""
+
+    structure = "none"
+    dim: int = eqx.field(static=True)
+    a: jax.Array
+
+    def __init__(self, a=0.5, *, dim=1):
+        self.dim = dim
+        self.a = jnp.full((dim,), a)
+
+    def __call__(self, z, h=None):
+        out = self.a * z
+        return jnp.where(jnp.abs(out) > 1.5, jnp.nan, out)
+
+
+def _fragile_data():
+    x = jnp.concatenate([jnp.full((19, 1), 0.1), jnp.full((1, 1), 1.2)])
+    y = jnp.concatenate([1.4 * x[:19], jnp.full((1, 1), 1.44)])
+    return x, y
+
+
+def test_lm_refuses_a_step_that_is_not_finite_on_all_samples():
+    # the subset's optimum a = 1.4 makes the one large sample NaN: before, fit raised
+    # NonFiniteLossError (with a hint about learning rates); now the step is a rejected trial
+    x, y = _fragile_data()
+    lm = gl.LevenbergMarquardt(subset=2, patience=3)
+    model, history = gl.fit(_Fragile(), (x, y), epochs=40, optimizer=lm,
+                            key=jax.random.PRNGKey(0), progress=False)
+    assert all(np.isfinite(history["loss"]))
+    assert np.isfinite(float(model.a[0])) and abs(float(model.a[0]) * 1.2) <= 1.5
+    assert history["stop_reason"] in ("stalled", "epochs")
+    assert history["loss"][-1] < history["loss"][0] or history["stop_reason"] == "stalled"
+
+
+def test_lm_stops_on_a_stall_and_records_why(key):
+    # a noisy linear least-squares problem: LM reaches its minimum in a few iterations,
+    # after which no trial can lower the loss (before, every further iteration burned
+    # max_tries trials until `epochs` ran out)
+    x = jax.random.normal(key(), (30, 3))
+    y = x @ jax.random.normal(key(), (3, 3)).T + 0.01 * jax.random.normal(key(), (30, 3))
+    model, k = LinearMap(3, key=key()), key()
+    _, history = gl.fit(model, (x, y), epochs=200, optimizer=gl.LevenbergMarquardt(patience=2),
+                        key=k, progress=False)
+    assert history["stop_reason"] == "stalled"
+    n = len(history["epoch"])
+    assert n < 50
+    # without patience it runs every epoch (the negative control; the same compiled loop)
+    _, full = gl.fit(model, (x, y), epochs=n + 5, optimizer=gl.LevenbergMarquardt(patience=None),
+                     key=k, progress=False)
+    assert full["stop_reason"] == "epochs" and len(full["epoch"]) == n + 5
+    # and the stop cost nothing: the loss it stopped at is the loss the full run reaches
+    assert full["loss"][-1] == history["loss"][-1]
+    with pytest.raises(ValueError, match="patience must be an int >= 1"):
+        gl.LevenbergMarquardt(patience=0)
+
+
+def test_stop_reason_says_budget_callback_and_interrupted(key):
+    x, y = rotation_pairs(key(), n=16)
+    model = TinyShear(2, key=key())
+    _, h = gl.fit(model, (x, y), epochs=10**6, time_budget=0.3, key=key(), progress=False)
+    assert h["stop_reason"] == "budget" and len(h["epoch"]) < 10**6
+    _, h = gl.fit(model, (x, y), epochs=50, key=key(), progress=False,
+                  callback=lambda epoch, m, hist: epoch == 3)
+    assert h["stop_reason"] == "callback" and h["epoch"][-1] == 3
+
+    def interrupt(epoch, m, hist):
+        if epoch == 2:
+            raise KeyboardInterrupt
+
+    with pytest.warns(gl.training.TrainingInterrupted):
+        _, h = gl.fit(model, (x, y), epochs=50, key=key(), progress=False, callback=interrupt)
+    assert h["stop_reason"] == "interrupted"
+    assert set(training.STOP_REASONS) == {"converged", "stalled", "budget", "epochs",
+                                          "interrupted", "callback"}
+
+
+def test_a_time_budget_alone_is_a_plan(key):
+    x, y = rotation_pairs(key(), n=16)
+    model = TinyShear(2, key=key())
+    gl.fit(model, (x, y), epochs=2, key=key(), progress=False)  # compiled before the budget runs
+    _, h = gl.fit(model, (x, y), time_budget=1.5, key=key(), progress=False)
+    assert h["stop_reason"] == "budget" and len(h["epoch"]) > 10
+    # the default schedule was planned for the epochs the budget allows: it decays
+    assert h["learning_rate"][0] == pytest.approx(1e-2)
+    assert h["learning_rate"][-1] < 1e-3
+    with pytest.raises(ValueError, match="fit needs epochs, a time_budget, or both"):
+        gl.fit(model, (x, y), key=key(), progress=False)
+    solver, epochs, budget, text = gl.choose_trainer(model, 1000, trainer="adam", time_budget=60)
+    assert solver is None and epochs is None and budget == 60 and "60 s" in text
+    solver, epochs, budget, _ = gl.choose_trainer(model, 100, trainer="lm", time_budget=5)
+    assert epochs is None and budget == 5
+
+
+def test_a_non_finite_loss_keeps_the_last_good_model_and_the_hint_fits_the_trainer(key, tmp_path):
+    x, y = rotation_pairs(key(), n=16)
+    model = TinyShear(2, key=key())
+    with pytest.raises(NonFiniteLossError, match="lower the learning rate") as e:
+        gl.fit(model, (x, y), epochs=200, optimizer=optax.sgd(1e6), key=key(), progress=False)
+    good = e.value.model
+    assert isinstance(good, TinyShear)
+    assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree_util.tree_leaves(good))
+    assert e.value.history["loss"] and all(np.isfinite(e.value.history["loss"]))
+    # under Levenberg–Marquardt a non-finite loss can only come from the start
+    xf, yf = _fragile_data()
+    with pytest.raises(NonFiniteLossError) as e:
+        gl.fit(_Fragile(a=2.0), (xf, yf), epochs=5, optimizer=gl.LevenbergMarquardt(),
+               key=key(), progress=False)
+    assert "learning rate" not in str(e.value) and "initial parameters" in str(e.value)
+    assert float(e.value.model.a[0]) == 2.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import sys
 import time
 import warnings
@@ -11,17 +12,35 @@ import jax.numpy as jnp
 
 from .._files import write_json
 from .._format import fmt
+from ..evaluation import escape_warning
 from ..io import encode_config, save
 from ..systems import SYSTEMS, resolve_system
 from ..training import TrainingInterrupted, fit
 from ._errors import CLIError, user
+from ._own_data import from_file, held_out_of_run, split_file
 from ._recipes import for_system
 from ._registry import MODELS, resolve_model, spec_of
 from ._runs import MODEL_FILE, load_run, read_run_json, run_folder
 
-__all__ = ["DEFAULT_SEQ_LENGTH", "train", "evaluate", "check", "list_all", "model_by_name", "system_by_name"]
+__all__ = ["DEFAULT_SEQ_LENGTH", "DEFAULT_HORIZON", "train", "evaluate", "check", "NOTHING_TO_CHECK", "list_all", "model_by_name", "system_by_name"]
 
 DEFAULT_SEQ_LENGTH = 3
+DEFAULT_HORIZON = 10_000  # steps of the long-horizon evaluation of `train` and `evaluate`
+
+
+def _horizon(args) -> dict:
+    """The long-horizon option of `geomlearn.evaluate` (`--horizon 0`: none)."""
+    horizon = getattr(args, "horizon", DEFAULT_HORIZON)
+    if horizon is not None and horizon < 0:
+        raise CLIError(f"--horizon must be at least 0 (0: no long-horizon evaluation), got {horizon}")
+    return {"horizon": horizon} if horizon else {}
+
+
+def _warn_if_escaped(result) -> None:
+    """Print a warning line when a long-horizon rollout escaped."""
+    line = escape_warning(result.get("long_horizon"))
+    if line:
+        print(f"  {line}")
 
 
 def model_by_name(name: str):
@@ -50,8 +69,8 @@ def _check_numbers(args) -> None:
 
 
 def _system_and_spec(args):
-    """`(system name, system, spec)`, once the model fits the system."""
-    system_name = system_by_name(args.system)
+    """`(system name, system, spec)`, once the model fits the system (default pendulum)."""
+    system_name = system_by_name(args.system or "pendulum")
     spec = model_by_name(args.model)
     system = SYSTEMS[system_name]()
     why = spec.incompatibility(system)
@@ -80,6 +99,8 @@ def _prepare(spec, model, train_data, fit_options, args):
     x, _, task = user(model.training_samples, train_data, user(model.task, **fit_options))
     n_samples = int(x.shape[0])
     model = user(spec.prepare, model, task, x[0], train_data)  # e.g. a model that cannot be iterated
+    if getattr(model, "dt", False) is None and task.dt is not None:  # stored in its file
+        model = model.with_dt(task.dt)
     if n_samples < 1:
         raise CLIError(f"the data give no training samples for {spec.name} with {fit_options}")
     batch = args.batch_size if args.batch_size is not None else (n_samples if n_samples <= 512 else 256)
@@ -99,8 +120,9 @@ def _run_record(args, *, system_name, system, spec, model, fit_options, epochs, 
         "prediction_window": fit_options.get("prediction_window"),
         "positional_encoding": bool(args.positional_encoding),
         "n_trajectories": args.n_trajectories, "seed": args.seed, "x64": bool(args.x64),
-        "dtype": str(train_data.states.dtype), "data": description, "loss": "relative",
+        "dtype": str(train_data.dtype), "data": description, "loss": "relative",
         "canonical": bool(system.canonical), "labels": list(getattr(system, "labels", ()) or ()),
+        "dt": train_data.dt,
     }
 
 
@@ -116,10 +138,12 @@ def _fit(model, train_data, val, **options):
 
 
 def _finish(out, *, spec, model, system, held_out, fit_options, run, history, how, fit_seconds,
-            started) -> None:
-    """Evaluate the trained model, write `metrics.json` and the report, print a summary."""
-    result = spec.evaluate(model, system, held_out, **fit_options)
+            started, on, horizon) -> None:
+    """Evaluate the trained model (against `system`, or `None` for a user's file; `on`
+    names the data), write `metrics.json` and the report, print a summary."""
+    result = spec.evaluate(model, system, held_out, **fit_options, **horizon)
     metrics = dict(result, training_seconds=fit_seconds, epochs=len(history["epoch"]),
+                   stop_reason=history.get("stop_reason"),
                    final_loss=history["loss"][-1] if history["loss"] else None,
                    final_val_loss=history["val_loss"][-1] if history["val_loss"] else None)
     write_json(out / "metrics.json", metrics)
@@ -129,31 +153,52 @@ def _finish(out, *, spec, model, system, held_out, fit_options, run, history, ho
     extra = [("trainer", how), ("epochs", f"{metrics['epochs']} in {fit_seconds:.3g} s"),
              ("final loss", f"training {fmt(metrics['final_loss'])}   validation "
                             f"{fmt(metrics['final_val_loss'])}")]
-    print(result.summary(title=f"{spec.cls.__name__} on {type(system).__name__}", extra=extra))
+    print(result.summary(title=f"{spec.cls.__name__} on {on}", extra=extra))
+    _warn_if_escaped(result)
     if (metrics["final_loss"] or 0) > 0.1:
         print(f"  note: the training loss is still {fmt(metrics['final_loss'])}: the model has not "
               "converged (too few epochs, or a poor local minimum) — try more --epochs or another --seed")
     print(f"  wrote {out}/ ({', '.join(wrote)}) in {time.perf_counter() - started:.1f} s")
 
 
+def _source(args, key):
+    """`(name, system or None, shape, spec, model, fit_options, train, held_out, description,
+    record)`: a built-in system's data (`--system`), or a user's file (`--data`: no system,
+    `shape` is the file's `DataFile`, `record` what run.json keeps about the file)."""
+    if getattr(args, "data", None) is None:
+        system_name, system, spec = _system_and_spec(args)
+        model, fit_options = _build(spec, system, args, key)
+        train_data, held_out, description = user(for_system, system_name, system,
+                                                 n_trajectories=args.n_trajectories, seed=args.seed)
+        return (system_name, system, system, spec, model, fit_options, train_data, held_out,
+                description, {})
+    spec = model_by_name(args.model)
+    own = from_file(args, spec)
+    model, fit_options = _build(spec, own.shape, args, key)
+    own = split_file(args, own, fit_options)
+    return (pathlib.Path(args.data).stem, None, own.shape, spec, model, fit_options, own.train,
+            own.held_out, own.description, own.record)
+
+
 def train(args) -> int:
     """`geomlearn train`: build, train, save, evaluate and report one run."""
     _check_numbers(args)
-    system_name, system, spec = _system_and_spec(args)
+    _horizon(args)
     started = time.perf_counter()
     k_model, k_fit = jax.random.split(jax.random.PRNGKey(args.seed))
-    model, fit_options = _build(spec, system, args, k_model)
-    train_data, held_out, description = user(for_system, system_name, system,
-                                             n_trajectories=args.n_trajectories, seed=args.seed)
+    (system_name, system, shape, spec, model, fit_options, train_data, held_out, description,
+     record) = _source(args, k_model)
+    on = type(system).__name__ if system is not None else pathlib.Path(args.data).name
     model, n_samples, batch = _prepare(spec, model, train_data, fit_options, args)
     optimizer, epochs, budget, how = user(spec.trainer, model, n_samples, batch_size=batch,
                                           trainer=args.trainer, epochs=args.epochs, time_budget=args.time_budget)
     out = user(run_folder, args.out, prefix=f"{system_name}-{spec.name}", force=args.force)
-    run = _run_record(args, system_name=system_name, system=system, spec=spec, model=model,
-                      fit_options=fit_options, epochs=epochs, batch=batch, how=how, budget=budget,
-                      train_data=train_data, description=description)
+    run = _run_record(args, system_name=system_name if system is not None else None, system=shape,
+                      spec=spec, model=model, fit_options=fit_options, epochs=epochs, batch=batch,
+                      how=how, budget=budget, train_data=train_data, description=description)
+    run.update(record)
     write_json(out / "run.json", run)
-    print(f"geomlearn train: {spec.cls.__name__} ({model.structure}) on {type(system).__name__} — "
+    print(f"geomlearn train: {spec.cls.__name__} ({model.structure}) on {on} — "
           f"{description}; trainer: {how}", file=sys.stderr)
     model, history, fit_seconds, interrupted = _fit(
         model, train_data, held_out if held_out is not train_data else None, epochs=epochs,
@@ -166,7 +211,8 @@ def train(args) -> int:
               f"trained so far to {out}/", file=sys.stderr)
         return 130
     _finish(out, spec=spec, model=model, system=system, held_out=held_out, fit_options=fit_options,
-            run=run, history=history, how=how, fit_seconds=fit_seconds, started=started)
+            run=run, history=history, how=how, fit_seconds=fit_seconds, started=started, on=on,
+            horizon=_horizon(args))
     return 0
 
 
@@ -176,16 +222,19 @@ def train(args) -> int:
 def evaluate(args) -> int:
     """`geomlearn evaluate`: evaluate a run's model again, rewrite `metrics.json` and the report."""
     out, model, run = load_run(args.dir, need_run=True)
-    if run.get("system") not in SYSTEMS:
+    if isinstance(run.get("data_file"), dict):  # trained with --data: the same file, split again
+        system, held_out = None, held_out_of_run(run)
+    elif run.get("system") not in SYSTEMS:
         raise CLIError(f"run.json names an unknown system {run.get('system')!r}")
-    system = SYSTEMS[run["system"]]()
-    _, held_out, _ = user(for_system, run["system"], system,
-                          n_trajectories=run.get("n_trajectories"), seed=run.get("seed", 0))
+    else:
+        system = SYSTEMS[run["system"]]()
+        _, held_out, _ = user(for_system, run["system"], system,
+                              n_trajectories=run.get("n_trajectories"), seed=run.get("seed", 0))
     options = {k: run[k] for k in ("seq_length", "prediction_window") if run.get(k) is not None}
     history = (read_run_json(out / "history.json", lists=("epoch", "loss", "val_loss"))
                if (out / "history.json").exists() else None)  # read before writing anything
     spec = spec_of(model)
-    result = spec.evaluate(model, system, held_out, **options)
+    result = spec.evaluate(model, system, held_out, **options, **_horizon(args))
     metrics = dict(result)
     if (out / "metrics.json").exists():
         previous = read_run_json(out / "metrics.json")
@@ -195,24 +244,53 @@ def evaluate(args) -> int:
     if history is not None:
         spec.report(out / "report.png", run=run, history=history, evaluation=result)
     print(result.summary(title=f"{metrics['model']} on {metrics['system']} ({out})", metrics=metrics))
+    _warn_if_escaped(result)
     return 0
+
+
+#: The exit status of `geomlearn check` on a model whose iterated map claims no structure.
+NOTHING_TO_CHECK = 3
+
+
+def _check_task(model, run: dict, dt):
+    """The task of `geomlearn check`; `CLIError` when the model needs a time step that
+    neither its file nor `--dt` gives."""
+    T = getattr(model, "seq_length", None) or run.get("seq_length") or DEFAULT_SEQ_LENGTH
+    shape_options = {"seq_length": T} if hasattr(model, "seq_length") else {}
+    task = user(model.task, **shape_options, prediction_window=run.get("prediction_window"),
+                data_dt=dt)
+    try:
+        model.rollout_task(model.state_shape(task), prediction_window=task.prediction_window,
+                           dt=task.dt)
+    except ValueError as e:
+        raise CLIError(f"{e}; its file does not store one (saved before models stored their "
+                       "time step): pass it with --dt") from None
+    return task
 
 
 def check(args) -> int:
     """`geomlearn check`: the structure residuals of a saved model at random points (exit
-    status 1 when a claimed structure fails)."""
+    status 1 when a claimed structure fails, `NOTHING_TO_CHECK` = 3 when the model's
+    iterated map claims no structure)."""
     if args.points < 1:
         raise CLIError(f"--points must be at least 1, got {args.points}")
+    dt = getattr(args, "dt", None)
+    if dt is not None and not dt > 0:
+        raise CLIError(f"--dt must be a number > 0, got {dt}")
     out, model, run = load_run(args.dir, need_run=False)
-    run = run or {}
-    T = getattr(model, "seq_length", None) or run.get("seq_length") or DEFAULT_SEQ_LENGTH
-    shape_options = {"seq_length": T} if hasattr(model, "seq_length") else {}
-    task = user(model.task, **shape_options, prediction_window=run.get("prediction_window"),
-                data_dt=0.1)
+    task = _check_task(model, run or {}, dt if dt is not None else getattr(model, "dt", None))
+    name = f"{type(model).__name__} ({out})"
     shape = model.state_shape(task)
     points = jax.random.normal(jax.random.PRNGKey(0), (args.points, *shape), dtype=jnp.float64)
     result = spec_of(model).check(model, points, prediction_window=task.prediction_window, dt=task.dt)
-    print(result.report(title=f"{type(model).__name__} ({out})"))
+    claimed = getattr(result, "claimed", None)  # an integrator's check: which residuals it claims
+    if claimed is not None and not any(claimed(r) for r in result.residuals):
+        print(f"{name}: no structure claimed; nothing to verify (exit status {NOTHING_TO_CHECK})")
+        return NOTHING_TO_CHECK
+    print(f"points: {args.points} draws of shape {shape} from the standard normal "
+          "distribution N(0, I) (float64, key PRNGKey(0))"
+          + (f"; dt = {task.dt}" if task.dt is not None else ""))
+    print(result.report(title=name))
     return 0 if result.passed else 1
 
 

@@ -1,8 +1,11 @@
 """The data the command line trains and evaluates on, by system name.
 
-A system with a recipe in `RECIPES` uses it (the papers' data sets of
-`geomlearn.datasets`); any other system is integrated from its
-`default_initial_conditions()` with `DEFAULT_DT` for `DEFAULT_STEPS` steps.
+A system with a recipe in `RECIPES` uses it: the papers' data sets of
+`geomlearn.datasets` where a paper prescribes one, and otherwise many initial states
+drawn from a stated range with a reference accurate to a relative 1e-8 per stored step
+(`geomlearn.datasets.reference_data`). Any other system is integrated from its
+`default_initial_conditions()` with `DEFAULT_DT` for `DEFAULT_STEPS` steps by the
+6th-order Gauss–Legendre method, to the same accuracy.
 """
 
 from __future__ import annotations
@@ -12,14 +15,23 @@ import numpy as np
 
 from ..data import TrajectoryData
 from ..datasets import (
+    REFERENCE_TOLERANCE,
     coupled_oscillator_lst,
+    double_pendulum,
     forced_rigid_body,
+    harmonic_oscillator,
+    henon_heiles,
+    kepler,
     parametric_pendulum,
     pendulum_sympnets,
+    reference_data,
     rigid_body_vpt_initial_conditions,
+    three_body,
 )
+from ..integrators import GaussLegendre6
 
-__all__ = ["for_system", "RECIPES", "DEFAULT_DT", "DEFAULT_STEPS", "ORDER_DEPENDENT_SEQ_LENGTH"]
+__all__ = ["for_system", "RECIPES", "DEFAULT_DT", "DEFAULT_STEPS", "ORDER_DEPENDENT_SEQ_LENGTH",
+           "SAMPLED_TRAJECTORIES", "SAMPLED_STEPS", "MAX_TRAJECTORIES"]
 
 #: Time step and number of steps of the generic recipe (any system without its own).
 DEFAULT_DT, DEFAULT_STEPS = 0.1, 200
@@ -27,16 +39,17 @@ DEFAULT_DT, DEFAULT_STEPS = 0.1, 200
 #: Window length of the order-dependent recipes (the command line's default --seq-length).
 ORDER_DEPENDENT_SEQ_LENGTH = 3
 
+#: Trajectories and steps of the sampled recipes by default (`--n-trajectories` changes
+#: the first, up to `MAX_TRAJECTORIES`).
+SAMPLED_TRAJECTORIES, SAMPLED_STEPS = 20, 100
+MAX_TRAJECTORIES = 10_000
 
-def _select(data: TrajectoryData, n: int | None) -> TrajectoryData:
-    """`n` trajectories of `data`, evenly spaced (all of them for `None`)."""
-    if n is None:
-        return data
-    n_total = data.n_trajectories
-    if not 1 <= n <= n_total:
-        raise ValueError(f"n_trajectories must be between 1 and {n_total}, got {n}")
-    idx = np.unique(np.linspace(0, n_total - 1, n).round().astype(int))
-    return TrajectoryData(data.states[idx], data.dt)
+
+def _count(n: int | None, default: int, maximum: int = MAX_TRAJECTORIES) -> int:
+    n = default if n is None else n
+    if not 1 <= n <= maximum:
+        raise ValueError(f"n_trajectories must be between 1 and {maximum}, got {n}")
+    return n
 
 
 def _pendulum_recipe(system, *, n_trajectories, key, dtype):
@@ -48,9 +61,7 @@ def _pendulum_recipe(system, *, n_trajectories, key, dtype):
 
 def _rigid_body_recipe(system, *, n_trajectories, key, dtype):
     z0 = rigid_body_vpt_initial_conditions(dtype=dtype)
-    n = 64 if n_trajectories is None else n_trajectories
-    if not 1 <= n <= z0.shape[0]:
-        raise ValueError(f"n_trajectories must be between 1 and {z0.shape[0]}, got {n}")
+    n = _count(n_trajectories, 64, maximum=z0.shape[0])
     idx = np.unique(np.linspace(0, z0.shape[0] - 1, n).round().astype(int))
     data = TrajectoryData.from_system(system, z0[idx], 0.2, 100, method="implicit_midpoint")
     return data, None, (
@@ -60,15 +71,33 @@ def _rigid_body_recipe(system, *, n_trajectories, key, dtype):
 
 
 def _coupled_oscillator_recipe(system, *, n_trajectories, key, dtype):
-    data = _select(coupled_oscillator_lst(key, dtype=dtype), n_trajectories)
-    return data, None, "linear symplectic transformer coupled oscillator"
+    n = _count(n_trajectories, 5)
+    data = coupled_oscillator_lst(key, n_trajectories=n, dtype=dtype)
+    return data, None, (f"linear symplectic transformer coupled oscillator ({n} initial states "
+                        "uniform in [0, 1)^4, implicit midpoint at dt=0.3 as in the tutorial)")
+
+
+def _sampled_recipe(make, what):
+    """A recipe of `geomlearn.datasets` that draws its initial states (`what` says how)."""
+
+    def recipe(system, *, n_trajectories, key, dtype):
+        n = _count(n_trajectories, SAMPLED_TRAJECTORIES)
+        data = make(key, n_trajectories=n, n_steps=SAMPLED_STEPS, system=system, dtype=dtype)
+        return data, None, (f"{n} trajectories from {what}, dt={data.dt}, {SAMPLED_STEPS} steps, "
+                            f"reference accurate to {REFERENCE_TOLERANCE:g} per step")
+
+    return recipe
 
 
 def _generic_recipe(system, *, n_trajectories, key, dtype):
     z0 = system.default_initial_conditions(dtype=dtype)
-    data = TrajectoryData.from_system(system, z0, DEFAULT_DT, DEFAULT_STEPS)
-    source = f"default initial conditions, dt={DEFAULT_DT}, {DEFAULT_STEPS} steps"
-    return _select(data, n_trajectories), None, source
+    n = _count(n_trajectories, z0.shape[0], maximum=z0.shape[0])
+    z0 = z0[np.unique(np.linspace(0, z0.shape[0] - 1, n).round().astype(int))]
+    data, substeps, _ = reference_data(system, z0, DEFAULT_DT, DEFAULT_STEPS,
+                                       method=GaussLegendre6(), dtype=dtype)
+    source = (f"default initial conditions, dt={DEFAULT_DT}, {DEFAULT_STEPS} steps, Gauss–Legendre 6 "
+              f"with {substeps} substeps (accurate to {REFERENCE_TOLERANCE:g} per step)")
+    return data, None, source
 
 
 def _order_dependent_recipe(make, name):
@@ -108,6 +137,11 @@ RECIPES = {
     "parametric_pendulum": _order_dependent_recipe(parametric_pendulum, "driven pendulum"),
     "forced_rigid_body": _order_dependent_recipe(forced_rigid_body, "pulsating rigid body"),
     "toda_lattice": _toda_lattice_recipe,
+    "harmonic_oscillator": _sampled_recipe(harmonic_oscillator, "energies in [0.05, 0.5]"),
+    "henon_heiles": _sampled_recipe(henon_heiles, "energies in [0.02, 0.12]"),
+    "kepler": _sampled_recipe(kepler, "ellipses with a in [0.8, 1.2], e in [0, 0.5]"),
+    "three_body": _sampled_recipe(three_body, "the figure-eight perturbed by up to 0.02"),
+    "double_pendulum": _sampled_recipe(double_pendulum, "angles in [-1, 1], momenta in [-0.5, 0.5]"),
 }
 
 
@@ -115,10 +149,12 @@ def for_system(name: str, system, *, n_trajectories: int | None = None, seed: in
                dtype=None) -> tuple[TrajectoryData, TrajectoryData, str]:
     """`(train, held_out, description)`: the data the command line trains and evaluates on.
 
-    Systems with a recipe in `RECIPES` use it (the papers' data sets); any other system is
-    integrated from its `default_initial_conditions()` with `DEFAULT_DT` for
-    `DEFAULT_STEPS` steps (implicit midpoint). With `n_trajectories`, that many
-    trajectories are kept, evenly spaced (the rigid body integrates only those). When
+    Systems with a recipe in `RECIPES` use it (the papers' data sets, or initial states
+    drawn from a stated range with an accurate reference); any other system is integrated
+    from its `default_initial_conditions()` with `DEFAULT_DT` for `DEFAULT_STEPS` steps
+    (6th-order Gauss–Legendre, accurate to 1e-8 per step). With `n_trajectories`, that
+    many trajectories are used: drawn (sampled recipes, up to `MAX_TRAJECTORIES`) or kept,
+    evenly spaced (the rigid body integrates only those). When
     there are at least two trajectories, 80 % (by whole trajectories, chosen with `seed`)
     train and 20 % are held out for validation and evaluation; a single trajectory is
     trained and evaluated on.

@@ -169,6 +169,18 @@ def _momenta_are_velocities(system) -> bool:
     return bool(jnp.allclose(qdot, z[:, n:], rtol=1e-5, atol=1e-6))
 
 
+class _LiePoissonSpec(ModelSpec):
+    r"""A Lie–Poisson network of $\mathfrak{so}(3)^* \cong \mathbb{R}^3$: it needs a
+    three-dimensional system whose state is a rigid body's angular momentum."""
+
+    def incompatibility(self, system) -> str | None:
+        if system.dim != 3:
+            return (
+                f"{self.cls.__name__} is a Lie–Poisson map of so(3)* = R^3 (a rigid body's "
+                f"angular momentum); {type(system).__name__} is {system.dim}-dimensional")
+        return super().incompatibility(system)
+
+
 class ReductionSpec(ModelSpec):
     r"""A model reduction (an encoder/decoder pair, not an integrator), e.g. the
     `SymplecticAutoencoder`.
@@ -251,6 +263,7 @@ for _spec in (
     ModelSpec("henonnet", models.HenonNet, {"n_layers": 3, "width": 8}, "symplectic", True),
     ModelSpec("psympnet", models.PSympNet, {"n_layers": 8, "max_degree": 4}, "symplectic", True),
     ModelSpec("rsympnet", models.RSympNet, {"n_layers": 8, "width": 4}, "symplectic", True),
+    _LiePoissonSpec("lpnet", models.LiePoissonNet, {"n_layers": 6, "width": 2}, "lie-poisson"),
     _DegreesOfFreedomSpec("lnn", models.LagrangianNeuralNetwork, {"width": 32, "depth": 2}, "none", True),
     ModelSpec("resnet", models.ResNet, {"width": 16, "depth": 2}, "none"),
     ModelSpec("hnn", models.HamiltonianNeuralNetwork, {"width": 16, "depth": 2}, "symplectic", True),

@@ -3,7 +3,9 @@ r"""Evaluation: how good a trained model is, measured against reference trajecto
 - `evaluate(model, system, reference)`: a learned integrator's trajectory error,
   invariant drift, structure residuals and speed (`Evaluation`);
   `check_structure(model, points)` the structure residuals of the map a rollout iterates
-  (`StructureCheck`).
+  (`StructureCheck`); with `horizon=N`, the long-horizon behaviour of the rollout
+  (`long_horizon`: escape step, valid time, invariant drift and its secular trend, streamed
+  without keeping the states; `LongHorizon`, `escape_warning`).
 - `evaluate_reduction(reduction, system, reference)`: a model reduction's projection and
   reduction errors, reduced energy drift and online speed (`ReductionEvaluation`);
   `check_immersion(reduction, points)` whether its decoder is a symplectic immersion
@@ -18,6 +20,16 @@ from ._integrator import (
     check_structure,
     default_horizons,
     evaluate,
+)
+from ._long_horizon import (
+    CHUNK,
+    ESCAPE_FACTOR,
+    N_SERIES,
+    TREND_STEPS,
+    VALID_TOLERANCE,
+    LongHorizon,
+    escape_warning,
+    long_horizon,
 )
 from ._reduction import (
     IMMERSION_TOLERANCE,
@@ -34,6 +46,14 @@ __all__ = [
     "check_structure",
     "CHECK_TOLERANCE",
     "default_horizons",
+    "long_horizon",
+    "LongHorizon",
+    "escape_warning",
+    "ESCAPE_FACTOR",
+    "VALID_TOLERANCE",
+    "TREND_STEPS",
+    "N_SERIES",
+    "CHUNK",
     "evaluate_reduction",
     "ReductionEvaluation",
     "ImmersionCheck",

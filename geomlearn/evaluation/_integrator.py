@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -29,6 +30,7 @@ from .._validation import check_int
 from ..integrators import AbstractIntegrator, as_integrator, integrate
 from ..rollout import check_model, model_rollout
 from ..structures import structure_named
+from ._long_horizon import LongHorizon, long_horizon, long_horizon_rows
 from ._timing import timed
 
 __all__ = [
@@ -150,6 +152,8 @@ def _summary(metrics, *, title: str, extra=()) -> str:
         speed += (f"   reference {metrics['reference_method']}: "
                   f"{fmt(metrics['reference_states_per_second'])} states/s")
     rows.append(("rollout speed", speed))
+    if metrics.get("long_horizon"):
+        rows.extend(long_horizon_rows(metrics["long_horizon"]))
     return aligned_table(title, rows)
 
 
@@ -161,15 +165,19 @@ class Evaluation(dict):
     **Attributes:** `rollout` (the model's trajectories, `(B, N, d)`), `reference` (the
     reference states, `(B, N, d)`), `series` (per invariant, its relative error over
     time along the rollout and along the reference, `{name: {"model": (N,),
-    "reference": (N,)}}`), `structure_check` (the `StructureCheck` of the iterated map).
+    "reference": (N,)}}`), `structure_check` (the `StructureCheck` of the iterated map),
+    `long_horizon` (the `LongHorizon` of an evaluation with a `horizon`, with its drift
+    series and, if kept, its states; else `None`).
     """
 
-    def __init__(self, metrics, rollout, reference, series, structure_check):
+    def __init__(self, metrics, rollout, reference, series, structure_check,
+                 long_horizon: LongHorizon | None = None):
         super().__init__(metrics)
         self.rollout = rollout
         self.reference = reference
         self.series = series
         self.structure_check = structure_check
+        self.long_horizon = long_horizon
 
     def summary(self, *, title: str, extra=(), metrics=None) -> str:
         """An aligned text table of the metrics (what `geomlearn train` prints), with
@@ -178,7 +186,10 @@ class Evaluation(dict):
 
 
 def _reference_states(reference, dt):
-    """`(states (n_traj, N, d), dt or None)` from a TrajectoryData or an array."""
+    """`(states (n_traj, N, d), dt or None)` from a TrajectoryData (of trajectories of
+    different lengths: their first states, as many as the shortest has) or an array."""
+    if getattr(reference, "ragged", False):
+        reference = reference.head()
     if hasattr(reference, "states") and hasattr(reference, "dt"):
         states = jnp.asarray(reference.states)
         ref_dt = float(reference.dt)
@@ -213,9 +224,10 @@ def default_horizons(n_steps: int) -> list[int]:
 def _checked_horizons(model, system, states, horizons) -> list[int]:
     """The horizons to report, after checking the dimensions and the reference length."""
     d = states.shape[-1]
-    if d != model.dim or d != system.dim:
+    if d != model.dim or (system is not None and d != system.dim):
+        system_dim = "" if system is None else f"system.dim={system.dim}, "
         raise ValueError(
-            f"dimensions disagree: model.dim={model.dim}, system.dim={system.dim}, "
+            f"dimensions disagree: model.dim={model.dim}, {system_dim}"
             f"reference states have d={d}"
         )
     n_steps = states.shape[1] - 1
@@ -238,15 +250,28 @@ def _trajectory_errors(rollout, states, horizons) -> dict[str, float]:
     return {str(h): float(np.sqrt(err_sq[h] / ref_sq[h])) for h in horizons}
 
 
-def _invariant_drifts(system, rollout, states):
-    """`(drift, reference drift, series)` of every invariant of `system`, relative to the
-    largest initial value."""
-    invariants = getattr(system, "invariants", None) or {"energy": system.hamiltonian}
+def _invariants_of(model, system) -> dict:
+    """The quantities whose drift is measured: the invariants of `system` (none without
+    one) and the model's own `learned_invariants` (a Hamiltonian network's learned energy
+    `"learned_energy"`)."""
+    found = {} if system is None else dict(system.invariants)
+    found.update(model.learned_invariants())
+    return found
+
+
+@eqx.filter_jit
+def _values(fn, states):
+    """`fn` at every state `(B, N, d)`, compiled once per function and shape."""
+    return jax.vmap(jax.vmap(fn))(states)
+
+
+def _invariant_drifts(invariants, rollout, states):
+    """`(drift, reference drift, series)` of every invariant, relative to the largest
+    initial value."""
     drift, ref_drift, series = {}, {}, {}
     for name, fn in invariants.items():
-        f = jax.jit(jax.vmap(jax.vmap(fn)))
-        pred_vals = np.asarray(f(rollout), dtype=np.float64)
-        ref_vals = np.asarray(f(states), dtype=np.float64)
+        pred_vals = np.asarray(_values(fn, rollout), dtype=np.float64)
+        ref_vals = np.asarray(_values(fn, states), dtype=np.float64)
         start = ref_vals[:, :1]
         scale = float(np.max(np.abs(start)))
         scale = scale if scale > 0 else 1.0
@@ -274,12 +299,29 @@ def _structure_points(model, states, task, n_points: int, key):
 
 def _reference_rate(system, states, dt, integrator):
     """States per second of `integrator` from the reference's initial states (same
-    process, after a warm-up), or `None` without a time step."""
-    if dt is None:
+    process, after a warm-up), or `None` without a time step or a system."""
+    if dt is None or system is None:
         return None
     n_traj, N = states.shape[:2]
     _, seconds = timed(lambda: integrate(system, states[:, 0], dt, N - 1, method=integrator))
     return n_traj * N / seconds
+
+
+def _bound(states, bound) -> float:
+    """The data's bound: `bound` if given, else the largest state norm in `states`."""
+    if bound is None:
+        return float(np.max(np.linalg.norm(np.asarray(states, dtype=np.float64), axis=-1)))
+    if not (isinstance(bound, (int, float)) and np.isfinite(bound) and bound > 0):
+        raise ValueError(f"bound must be a finite number > 0, got {bound!r}")
+    return float(bound)
+
+
+def _long_horizon(model, system, states, task, dt, *, horizon, keep_states, method, bound):
+    """The `LongHorizon` of `evaluate(..., horizon=...)`."""
+    return long_horizon(
+        model, task, states, horizon=horizon, invariants=_invariants_of(model, system),
+        bound=_bound(states, bound), system=system, integrator=as_integrator(method), dt=dt,
+        keep_states=keep_states)
 
 
 def evaluate(
@@ -294,20 +336,29 @@ def evaluate(
     n_structure_points: int = 8,
     method: str | AbstractIntegrator = "implicit_midpoint",
     key=None,
+    horizon: int | None = None,
+    keep_states: bool = False,
+    horizon_method: str | AbstractIntegrator = "gauss_legendre6",
+    bound: float | None = None,
 ) -> Evaluation:
-    r"""Measure a trained model against reference trajectories of `system`.
+    r"""Measure a trained model against reference trajectories (of `system`, or of an
+    unknown system: `system=None`).
 
     **Arguments:**
 
     - `model`: a trained geomlearn model.
     - `system`: the system the reference comes from (a `geomlearn.systems` object); its
-      `invariants` are checked along the rollout.
-    - `reference`: a `TrajectoryData` (its `dt` is used), or an array of states
-      `(n_trajectories, n_steps + 1, d)` or `(n_steps + 1, d)`. The model is rolled out
+      `invariants` are checked along the rollout. `None` for data of a system without a
+      model in code (measured data): the data themselves are the reference, and only a
+      Hamiltonian network's learned energy is checked along the rollout.
+    - `reference`: a `TrajectoryData` (its `dt` is used; of trajectories of different
+      lengths, the first states of each, as many as the shortest has), or an array of
+      states `(n_trajectories, n_steps + 1, d)` or `(n_steps + 1, d)`. The model is rolled out
       from each trajectory's first state (a transformer from its first `T` states) for
       `n_steps` steps.
-    - `dt`: the time step of an array `reference` (needed for a Hamiltonian network and
-      for timing the reference integrator; without it the reference speed is `None`).
+    - `dt`: the time step of an array `reference` (needed for a Hamiltonian network,
+      for timing the reference integrator and for the long-horizon reference; without it
+      the reference speed is `None`).
     - `horizons`: the steps `k` at which to report the trajectory error; default
       `1, 10, 100, …` and `n_steps` (`default_horizons`).
     - `prediction_window`, `seq_length`: for transformers, as in `fit` and `iterate`.
@@ -317,27 +368,41 @@ def evaluate(
       `geomlearn.integrators.AbstractIntegrator` or one of the names
       `geomlearn.integrators.METHODS`.
     - `key`: a PRNG key choosing the structure sample points (default: a fixed key).
+    - `horizon`: also roll the model out this many steps from each trajectory's start,
+      streaming (see `geomlearn.evaluation.long_horizon`): escape step, valid time
+      against `system` integrated by `horizon_method` with the data's `dt`, and each
+      invariant's largest drift and secular trend. `None` (default): no long horizon.
+    - `keep_states`: with `horizon`, also keep the whole long rollout
+      (`result.long_horizon.states`, `(n_trajectories, horizon + 1, d)`).
+    - `horizon_method`: the integrator of the long-horizon reference solution (default
+      the 6th-order Gauss–Legendre method).
+    - `bound`: the data's bound $B$ for the escape test (a rollout escapes beyond
+      $10B$); default the largest state norm in `reference`.
 
     **Returns:** an `Evaluation`: a mapping of JSON-serialisable metrics (`dict(result)`
     is a plain dict) that also holds the rollout, the reference and the invariant series:
 
     - `"trajectory_error"`: `{str(k): error}` — the relative error over steps `0…k`
       (see the module documentation);
-    - `"invariant_drift"`: `{name: drift}` for every invariant of `system` along the
-      model's rollouts, and `"reference_invariant_drift"` the same along the reference;
+    - `"invariant_drift"`: `{name: drift}` for every invariant of `system` (and the
+      learned energy `"learned_energy"` of a Hamiltonian network) along the model's
+      rollouts, and `"reference_invariant_drift"` the same along the reference;
     - `"structure_residual"`: `{"symplecticity": r, "volume": r}` (symplecticity only in
       even dimensions) of the map the rollout iterates, the maximum over the sample
       points, in the reference's dtype; `"structure_condition"` the largest condition
       number of its Jacobian there, `"structure_tolerance"` and `"structure_passed"` the
       verdict of `check_structure`, `"iterated_map"` which map was checked;
-    - `"rollout_states_per_second"` and `"reference_states_per_second"`;
-    - `"model"`, `"system"`, `"structure"`, `"n_trajectories"`, `"n_steps"`, `"dt"`,
-      `"reference_method"` (the integrator's name).
+    - `"rollout_states_per_second"` and `"reference_states_per_second"` (`None` without
+      a system or a time step);
+    - `"model"`, `"system"` (`None` without one), `"structure"`, `"n_trajectories"`,
+      `"n_steps"`, `"dt"`, `"reference_method"` (the integrator's name);
+    - with `horizon`, `"long_horizon"`: the metrics of `long_horizon` (`escape_step`,
+      `valid_time`, `n_escaped`, per invariant `max_drift` and `trend`, …).
 
     ```python
     train, test = gl.datasets.pendulum_sympnets()
-    metrics = gl.evaluate(model, gl.systems.Pendulum(), test)
-    metrics["invariant_drift"]["energy"]
+    metrics = gl.evaluate(model, gl.systems.Pendulum(), test, horizon=10_000)
+    metrics["invariant_drift"]["energy"], metrics["long_horizon"]["n_escaped"]
     ```
     """
     check_model(model)
@@ -345,17 +410,21 @@ def evaluate(
     states, dt = _reference_states(reference, dt)
     horizons = _checked_horizons(model, system, states, horizons)
     n_structure_points = check_int("n_structure_points", n_structure_points, minimum=1)
+    if horizon is not None:
+        horizon = check_int("horizon", horizon, minimum=1)
+        as_integrator(horizon_method)
     n_traj, N, _ = states.shape
 
     task = model.task(seq_length=seq_length, prediction_window=prediction_window, data_dt=dt)
     initial = model.initial_states(states, task)
     rollout, model_seconds = timed(lambda: model_rollout(model, initial, N, task))
-    drift, ref_drift, series = _invariant_drifts(system, rollout, states)
+    drift, ref_drift, series = _invariant_drifts(_invariants_of(model, system), rollout, states)
     points = _structure_points(model, states, task, n_structure_points, key)
     checked = _check_structure(model, points, task)
+    with_reference = dt is not None and system is not None
     metrics = {
         "model": type(model).__name__,
-        "system": type(system).__name__,
+        "system": None if system is None else type(system).__name__,
         "structure": model.structure,
         "iterated_structure": checked.structure,
         "iterated_map": checked.map,
@@ -371,6 +440,11 @@ def evaluate(
         "structure_passed": checked.passed,
         "rollout_states_per_second": n_traj * N / model_seconds,
         "reference_states_per_second": _reference_rate(system, states, dt, integrator),
-        "reference_method": integrator.name if dt is not None else None,
+        "reference_method": integrator.name if with_reference else None,
     }
-    return Evaluation(metrics, rollout, states, series, checked)
+    long = None
+    if horizon is not None:
+        long = _long_horizon(model, system, states, task, dt, horizon=horizon,
+                             keep_states=keep_states, method=horizon_method, bound=bound)
+        metrics["long_horizon"] = long.metrics
+    return Evaluation(metrics, rollout, states, series, checked, long)

@@ -35,11 +35,19 @@ temporary file in the same folder, flushed to disk, then renamed over the target
 Training checkpoints (`geomlearn.fit(..., checkpoint=path)`) use the same container with
 a second section holding the optimiser state; `load` on a checkpoint returns its model.
 
+**Compatibility.** Every file written by a released version loads in every later one,
+or fails with a one-line error naming the version and what to do: the header records
+the format version and, per model, the layout of its arrays, and `_migrations` reads
+older layouts (the rule and its tests: the "Saved files and compatibility" page). A
+file is untrusted input: sizes are checked against the bytes present before anything
+is allocated, and nothing is unpickled or executed.
+
 Classes are found by name among `geomlearn.models`; a model class defined elsewhere can
 be made loadable with `geomlearn.io.register`.
 
 The modules: `_container` (the file format), `_model_file` (`save`, `load`),
-`_checkpoint` (`save_checkpoint`, `load_checkpoint` and what `fit` needs to resume).
+`_migrations` (older layouts), `_checkpoint` (`save_checkpoint`, `load_checkpoint` and
+what `fit` needs to resume).
 """
 
 # Besides the public names (`__all__`): what `geomlearn.fit` needs to checkpoint and

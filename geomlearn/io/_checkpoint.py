@@ -19,7 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._version import __version__
-from ._container import deserialise, read_container, serialise, write_container
+from ._container import PersistenceError, deserialise, read_container, serialise, write_container
+from ._migrations import migrate, migration_skeleton
 from ._model_file import encode_config
 
 __all__ = [
@@ -180,27 +181,53 @@ def _check_agreement(path, header: dict, model, expect: dict) -> None:
             )
 
 
-def load_checkpoint(path, model, state_like, *, expect: dict):
-    """Read a checkpoint written by `save_checkpoint` for `model`.
+def _history(header: dict, path) -> dict:
+    history = header.get("history")
+    if not isinstance(history, dict):
+        raise PersistenceError(f"{path} has no readable training history")
+    return {k: list(v) if isinstance(v, list) else v for k, v in history.items()}
 
-    **Arguments:** `path`; `model` (its class, configuration and dtype must match the
-    checkpoint's); `state_like` (a pytree of the saved state's structure); `expect`
-    (the `meta` of the run that resumes: every field of `RESUME_FIELDS` it holds must
-    equal the checkpoint's).
 
-    **Returns:** `(model, state, header)`; `header["history"]` and `header["epoch"]`.
+def load_checkpoint(path, model, state_like=None, *, expect: dict | None = None):
+    """Read a checkpoint written by `save_checkpoint` (by `geomlearn.fit(...,
+    checkpoint=path)`) for `model`.
+
+    **Arguments:**
+
+    - `path`: the checkpoint file.
+    - `model`: a model of the checkpoint's class, configuration and dtype (its
+      parameter values do not matter; they are replaced by the saved ones).
+    - `state_like`: a pytree of the structure of the saved training state, to read it
+      back: for a checkpoint of `fit`, `(trainer_state, key)` with `trainer_state`
+      the optimiser's (or solver's) `init` of the model's parameters and `key` the PRNG
+      key passed to `fit`. `None` (the default) skips the state: the model, the epoch
+      and the history are read, which is all that is needed to use or inspect the
+      trained model (`geomlearn.load(path)` reads the model alone).
+    - `expect`: the `meta` of a run that resumes; every field of `RESUME_FIELDS` it
+      holds must equal the checkpoint's. `None`: nothing is compared beyond the model.
+
+    **Returns:** `(model, state, header)` (`state` is `None` without `state_like`);
+    `header["history"]` and `header["epoch"]`.
 
     **Raises:** `ValueError` naming the field that differs, `PersistenceError` for a
     damaged file.
+
+    ```python
+    model, _, header = gl.load_checkpoint("run.ckpt", gl.GSympNet(2, key=jax.random.PRNGKey(0)))
+    header["epoch"], header["history"]["loss"][-1]
+    ```
     """
     path = pathlib.Path(path)
     header, sections = read_container(path)
     if not _is_checkpoint(header, sections):
         raise ValueError(f"{path} is not a training checkpoint (it holds a {header.get('kind')})")
-    _check_agreement(path, header, model, expect)
-    model = deserialise(sections["model"], model, f"{path} (model)")
-    state = deserialise(sections["state"], state_like, f"{path} (optimiser state)")
+    _check_agreement(path, header, model, expect or {})
+    like = migration_skeleton(model, header)
+    model = migrate(deserialise(sections["model"], like, f"{path} (model)"))
+    state = (None if state_like is None
+             else deserialise(sections["state"], state_like, f"{path} (optimiser state)"))
     header = dict(header)
-    header["history"] = {k: list(v) for k, v in header["history"].items()}
-    header["epoch"] = int(header["epoch"])
+    header["history"] = _history(header, path)
+    if type(header["epoch"]) is not int or header["epoch"] < 0:
+        raise PersistenceError(f"{path} records no valid epoch count ({header['epoch']!r:.40})")
     return model, state, header

@@ -15,12 +15,14 @@ from typing import Any
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .._activations import activation_name, resolve_activation
 from .._version import __version__
 from ..models._base import AbstractModel
 from ..models._catalogue import model_class
+from ._migrations import file_layout, migrate, migration_skeleton
 from ._container import PersistenceError, deserialise, read_container, serialise, write_container
 
 __all__ = ["save", "load", "encode_config", "model_from"]
@@ -32,11 +34,15 @@ __all__ = ["save", "load", "encode_config", "model_from"]
 def _encode_value(name: str, value: Any) -> Any:
     """`value` as JSON: numbers, strings, booleans and `None` as they are; tuples and lists
     tagged `{"__tuple__": [...]}`/`{"__list__": [...]}`; a named activation as
-    `{"__activation__": name}`."""
+    `{"__activation__": name}`; a model (the one a wrapper such as `MultiStep` holds) as
+    `{"__model__": {"class", "config", "dtype", "has_dtype_argument", "layout"}}`, its
+    arrays being leaves of the wrapper's."""
     if value is None or isinstance(value, (bool, str, int, float)):
         return value
     if isinstance(value, np.generic):
         return value.item()
+    if isinstance(value, AbstractModel):
+        return {"__model__": encode_config(value)}
     if isinstance(value, (tuple, list)):
         tag = "__tuple__" if isinstance(value, tuple) else "__list__"
         return {tag: [_encode_value(name, v) for v in value]}
@@ -53,29 +59,48 @@ def _encode_value(name: str, value: Any) -> Any:
 
 
 def _decode_items(items, container):
+    if not isinstance(items, list):
+        raise PersistenceError(f"expected a list of values in the saved config, got {items!r:.80}")
     return container(_decode_value(v) for v in items)
+
+
+def _decode_activation(name):
+    if not isinstance(name, str):  # a callable is never read from a file: names only
+        raise PersistenceError(f"expected an activation name in the saved config, got {name!r:.80}")
+    return resolve_activation(name)
+
+
+def _decode_model(header):
+    """The skeleton of a model nested in a configuration (decoded like a file's header)."""
+    if not isinstance(header, dict):
+        raise PersistenceError(f"expected a model description in the saved config, got {header!r:.80}")
+    return _skeleton(header)
 
 
 # The tagged values of a saved config: tag -> the function that rebuilds the value.
 _DECODERS = {
-    "__activation__": resolve_activation,
+    "__activation__": _decode_activation,
     "__tuple__": lambda items: _decode_items(items, tuple),
     "__list__": lambda items: _decode_items(items, list),
+    "__model__": _decode_model,
 }
 
 
 def _decode_value(value: Any) -> Any:
+    if isinstance(value, list):
+        raise PersistenceError(f"untagged list in the saved config: {value!r:.80}")
     if not isinstance(value, dict):
         return value
     decode = _DECODERS.get(next(iter(value))) if len(value) == 1 else None
     if decode is None:
-        raise PersistenceError(f"unrecognised value in the saved config: {value!r}")
+        raise PersistenceError(f"unrecognised value in the saved config: {value!r:.80}")
     return decode(*value.values())
 
 
 def encode_config(model) -> dict:
-    """`{"class", "config", "dtype", "has_dtype_argument"}`: what a model file's header
-    records of `model` (its constructor arguments, encoded for JSON)."""
+    """`{"class", "config", "dtype", "has_dtype_argument", "layout"}`: what a model file's
+    header records of `model` (its constructor arguments, encoded for JSON, and the
+    layout of its arrays, `file_layout`)."""
     if not isinstance(model, AbstractModel):
         raise TypeError(
             f"expected a geomlearn model (a subclass of AbstractModel), got {type(model).__name__}"
@@ -88,50 +113,103 @@ def encode_config(model) -> dict:
         "config": encoded,
         "dtype": None if dtype is None else np.dtype(dtype).name,
         "has_dtype_argument": "dtype" in inspect.signature(type(model).__init__).parameters,
+        "layout": file_layout(type(model).__name__),
     }
 
 
 # ---------------------------------------------------------------------- skeleton
 
 
+def _check_sizes(value, limit: int, where: str = "config") -> None:
+    """Every integer of a saved configuration (nested ones too) is at most `limit`, the
+    size of the file in bytes: a file of `B` bytes cannot hold a model with a dimension,
+    width, layer count or length above `B`, and a larger number would only make the
+    skeleton slow or large to build."""
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int):
+        if abs(value) > limit:
+            raise PersistenceError(
+                f"the saved {where} holds the integer {value}, larger than the file "
+                f"({limit} bytes) could describe")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_sizes(v, limit, f"{where}.{k}")
+    elif isinstance(value, list):
+        for v in value:
+            _check_sizes(v, limit, where)
+
+
+def _float_dtype(name):
+    if name is None:
+        return None
+    try:
+        dtype = jnp.dtype(name)
+    except TypeError:
+        dtype = None
+    if not isinstance(name, str) or dtype is None or not jnp.issubdtype(dtype, jnp.inexact):
+        raise PersistenceError(f"the saved dtype {name!r:.40} is not a floating-point dtype")
+    return dtype
+
+
 def _decoded_config(header: dict) -> dict:
+    if not isinstance(header.get("config"), dict):
+        raise PersistenceError(f"the saved configuration is not an object: {header.get('config')!r:.80}")
     try:
         config = {name: _decode_value(v) for name, v in header["config"].items()}
+    except PersistenceError:
+        raise
     except (ValueError, TypeError) as e:
         raise PersistenceError(f"cannot decode the saved configuration: {e}") from None
-    if header.get("dtype") == "float64" and not jax.config.jax_enable_x64:
+    dtype = _float_dtype(header.get("dtype"))
+    if dtype == np.float64 and not jax.config.jax_enable_x64:
         raise PersistenceError(
             f"the saved {header['class']} has float64 parameters, but 64-bit floats are "
             "disabled in JAX; enable them with jax.config.update('jax_enable_x64', True) "
             "before loading"
         )
-    if header.get("has_dtype_argument"):
-        config["dtype"] = None if header.get("dtype") is None else np.dtype(header["dtype"])
+    if header.get("has_dtype_argument") is True:
+        config["dtype"] = dtype
     return config
 
 
 def _skeleton(header: dict):
-    """The model described by `header` with `ShapeDtypeStruct` leaves (no initialisation)."""
+    """The model described by `header` with `ShapeDtypeStruct` leaves (no initialisation),
+    in the layout of the file (`migration_skeleton`)."""
+    name = header.get("class")
+    if not isinstance(name, str):
+        raise PersistenceError(f"the saved class name is not a string: {name!r:.80}")
     try:
-        cls = model_class(header["class"])
+        cls = model_class(name)
     except ValueError as e:
         raise PersistenceError(str(e)) from None
     config = _decoded_config(header)
+    if "key" in inspect.signature(cls.__init__).parameters:
+        config["key"] = jax.random.PRNGKey(0)
     try:
-        return eqx.filter_eval_shape(lambda: cls(**config, key=jax.random.PRNGKey(0)))
+        skeleton = eqx.filter_eval_shape(lambda: cls(**config))
     except Exception as e:  # a config the class no longer accepts
+        config.pop("key", None)
         raise PersistenceError(
-            f"cannot rebuild {header['class']} from the saved configuration {config}: "
-            f"{type(e).__name__}: {e}"
+            f"cannot rebuild {name} from the saved configuration {config!r:.300}: "
+            f"{type(e).__name__}: {e!s:.300}"
         ) from None
+    return migration_skeleton(skeleton, header)
 
 
-def model_from(header: dict, sections: dict[str, bytes], name: str):
-    """The model of a container read from the file `name`."""
+def model_from(header: dict, sections: dict[str, bytes], name: str, *, size: int | None = None):
+    """The model of a container read from the file `name` (of `size` bytes, the bound on
+    the integers of its configuration)."""
     if "model" not in sections:
         raise PersistenceError(f"{name} holds no model")
-    skeleton = _skeleton(header)
-    return deserialise(sections["model"], skeleton, f"{name} ({header['class']})")
+    size = sum(len(s) for s in sections.values()) if size is None else size
+    try:
+        _check_sizes(header.get("config"), size)
+        skeleton = _skeleton(header)
+    except RecursionError:
+        raise PersistenceError(f"{name}: the saved configuration is nested too deeply") from None
+    model = deserialise(sections["model"], skeleton, f"{name} ({header['class']})")
+    return migrate(model)
 
 
 # ------------------------------------------------------------------------ public
@@ -181,4 +259,4 @@ def load(path: str | os.PathLike):
     ```
     """
     header, sections = read_container(path)
-    return model_from(header, sections, str(path))
+    return model_from(header, sections, str(path), size=os.path.getsize(path))

@@ -1,8 +1,9 @@
 """Layers: single-sample `eqx.Module`s that preserve (or deliberately do not preserve) structure."""
 
-from . import attention, henon, positional, resnet, ridge, sympnet, volume_preserving
+from . import attention, henon, lie_poisson, positional, resnet, ridge, sympnet, volume_preserving
 from .attention import *  # noqa: F403
 from .henon import *  # noqa: F403
+from .lie_poisson import *  # noqa: F403
 from .positional import *  # noqa: F403
 from .resnet import *  # noqa: F403
 from .ridge import *  # noqa: F403
@@ -14,6 +15,7 @@ __all__ = [
     *sympnet.__all__,
     *henon.__all__,
     *ridge.__all__,
+    *lie_poisson.__all__,
     *resnet.__all__,
     *volume_preserving.__all__,
     *attention.__all__,

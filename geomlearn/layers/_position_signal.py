@@ -34,7 +34,6 @@ so at initialisation the model is bit for bit the one without encoding.
 from __future__ import annotations
 
 import abc
-from typing import ClassVar
 
 import equinox as eqx
 import jax

@@ -5,7 +5,7 @@ of a `Task` (`AbstractSamples`, `Pairs`, `Windows`, …) are importable from her
 authors of new model families; they are not re-exported at the top level.
 """
 
-from . import autoencoder, hnn, lagrangian, resnet, ridge_sympnet, sympnet, transformer, volume_preserving
+from . import autoencoder, hnn, lagrangian, lie_poisson, resnet, ridge_sympnet, sympnet, transformer, volume_preserving
 from ._base import AbstractModel
 from ._integrators import (
     AbstractFeedForwardIntegrator,
@@ -25,6 +25,7 @@ from ._task import (
 )
 from .hnn import *  # noqa: F403
 from .lagrangian import *  # noqa: F403
+from .lie_poisson import *  # noqa: F403
 from .resnet import *  # noqa: F403
 from .ridge_sympnet import *  # noqa: F403
 from .sympnet import *  # noqa: F403
@@ -41,6 +42,7 @@ __all__ = [
     "AbstractHamiltonianModel",
     *sympnet.__all__,
     *ridge_sympnet.__all__,
+    *lie_poisson.__all__,
     *lagrangian.__all__,
     *resnet.__all__,
     *hnn.__all__,

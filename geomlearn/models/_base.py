@@ -47,9 +47,8 @@ import inspect
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from ..geometry import jacobian, symplecticity_residual, volume_residual
+from ..geometry import structure_residuals
 from ..structures import STRUCTURE_NAMES
 from ._task import Task
 
@@ -80,19 +79,9 @@ def scan_rollout(step, z0, n_points: int):
 
 def map_residuals(fmap, points, dim: int) -> dict:
     """Max over `points` of the symplecticity residual (even `dim`), the volume residual
-    and the condition number of the Jacobian of `fmap` (see `geomlearn.geometry`)."""
-
-    def one(z):
-        out = {"volume": volume_residual(fmap, z)}
-        if dim % 2 == 0:
-            out["symplecticity"] = symplecticity_residual(fmap, z)
-        out["condition"] = jnp.linalg.cond(jacobian(fmap, z))
-        return out
-
-    values = jax.jit(jax.vmap(one))(points)
-    res = {name: float(np.max(np.asarray(v, dtype=np.float64))) for name, v in values.items()}
-    order = ["symplecticity", "volume", "condition"]
-    return {k: res[k] for k in order if k in res}
+    and the condition number of the Jacobian of `fmap`: `geomlearn.geometry.
+    structure_residuals`, the residuals every model reports."""
+    return structure_residuals(fmap, points, dim)
 
 
 class AbstractModel(eqx.Module):
@@ -198,6 +187,13 @@ class AbstractModel(eqx.Module):
     @abc.abstractmethod
     def describe_step(self, task: Task) -> str:
         """A short description of the iterated map, for reports."""
+
+    def learned_invariants(self) -> dict:
+        """Quantities the model itself says its flow conserves, by name → function of a
+        state (none here; a Hamiltonian network has its learned energy). Evaluations
+        report their drift along rollouts when no system is known, and next to the
+        system's invariants when one is."""
+        return {}
 
     def inference_form(self):
         """The same map with parameter-only work hoisted (here: the model itself).

@@ -9,13 +9,25 @@ from __future__ import annotations
 
 import inspect
 
-from . import autoencoder, hnn, lagrangian, resnet, ridge_sympnet, sympnet, transformer, volume_preserving
+from . import (
+    autoencoder,
+    hnn,
+    lagrangian,
+    lie_poisson,
+    multistep,
+    resnet,
+    ridge_sympnet,
+    sympnet,
+    transformer,
+    volume_preserving,
+)
 from ._base import AbstractModel
 
 __all__ = ["register", "model_class", "model_classes"]
 
 # The modules whose `__all__` lists the model families of `geomlearn.models`.
-_FAMILIES = (sympnet, ridge_sympnet, lagrangian, resnet, hnn, volume_preserving, transformer, autoencoder)
+_FAMILIES = (sympnet, ridge_sympnet, lie_poisson, lagrangian, resnet, hnn, volume_preserving, transformer, autoencoder,
+             multistep)
 
 
 def _is_concrete_model(name: str, obj) -> bool:

@@ -1,5 +1,5 @@
-r"""Stacks of identical layers (one `lax.scan`), alternating Q/P layers and time-symmetric
-compositions, shared by the SympNet families."""
+r"""Stacks of identical layers (one `lax.scan`), alternating Q/P layers and reversible
+(symmetrised) compositions, shared by the SympNet families."""
 
 import abc
 
@@ -68,12 +68,13 @@ def half_step(h, dtype):
 
 
 def symmetric_map(forward, inverse, z, h, invert: bool):
-    r"""The time-symmetric composition $S_h = R \circ \Psi_{h/2}^{-1} \circ R \circ
+    r"""The symmetrised composition $S_h = R \circ \Psi_{h/2}^{-1} \circ R \circ
     \Psi_{h/2}$ of a map $\Psi$ with exact inverse, $R(q, p) = (q, -p)$ (or $S_h^{-1} =
     \Psi_{h/2}^{-1} \circ R \circ \Psi_{h/2} \circ R$ when `invert`).
 
     $S_h$ is symplectic when $\Psi$ is ($R$ is anti-symplectic and appears twice) and
-    reversible, $R \circ S_h \circ R = S_h^{-1}$, for every $\Psi$."""
+    reversible, $R \circ S_h \circ R = S_h^{-1}$, for every $\Psi$. Reversibility does not
+    make it time-symmetric: in general $S_{-h} \circ S_h \ne \mathrm{id}$."""
     half = half_step(h, z.dtype)
     if invert:
         return inverse(flip_momentum(forward(flip_momentum(z), half)), half)
@@ -96,8 +97,8 @@ def alternate(q_layer, p_layer, i: int, init_upper: bool):
 
 
 class AbstractSymmetrisableIntegrator(AbstractFeedForwardIntegrator):
-    r"""A feed-forward integrator $\Phi_h$ with an exact inverse, optionally made
-    time-symmetric.
+    r"""A feed-forward integrator $\Phi_h$ with an exact inverse, optionally symmetrised
+    into a reversible map.
 
     Subclasses define `_forward(z, h)` ($\Phi_h$) and `_backward(z, h)` ($\Phi_h^{-1}$)
     and the flag `symmetric`. With `symmetric` the model map is

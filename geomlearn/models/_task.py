@@ -135,12 +135,17 @@ class Task:
     - `samples`: the form of the training samples (a `Pairs`, `Windows`, … of
       `geomlearn.models`, or its name), chosen by the model family; only the model reads
       it.
+    - `nan_on_failure`: a step that cannot be computed (an implicit solve that does not
+      converge) gives NaN instead of raising. Off by default, so `iterate` never returns
+      a silent wrong value; boundedness checks turn it on and count the NaN as an
+      escape. A rollout option, not recorded in checkpoints.
     """
 
     seq_length: int | None = None
     prediction_window: int | None = None
     dt: float | None = None
     samples: AbstractSamples = Pairs()
+    nan_on_failure: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "samples", samples_named(self.samples))

@@ -337,8 +337,8 @@ class ReducedIntegrator(AbstractPointModel):
     `train_autoencoder = False` (default) stops gradients into the autoencoder: train
     the autoencoder first, put it in with
     [`ReducedIntegrator.from_parts`][geomlearn.models.ReducedIntegrator.from_parts], then
-    `fit` trains $\mathcal{N}$ alone (with any optimiser). `True` trains both (use
-    `riemannian_adam`).
+    `fit` trains $\mathcal{N}$ alone by a first-order optimiser (Levenberg–Marquardt
+    is refused: the model holds Stiefel parameters). `True` trains both (`riemannian_adam`).
 
     `structure` is `"none"`: the full-space step has rank `reduced_dim` and is not a
     symplectic map of $\mathbb{R}^{2N}$. The *reduced* map $\mathcal{N}$ is symplectic

@@ -2,6 +2,7 @@ r"""Hamiltonian neural networks (Greydanus, Dzamba and Yosinski, 2019)."""
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Callable
 
@@ -15,8 +16,17 @@ from .._nn import check_point
 from .._validation import check_even, check_int, float_dtype
 from ..geometry import symplectic_matrix
 from ._integrators import AbstractHamiltonianModel
+from ._task import Task
 
 __all__ = ["HamiltonianNeuralNetwork"]
+
+
+def _check_dt(dt):
+    if dt is None:
+        return None
+    if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not (math.isfinite(dt) and dt > 0):
+        raise ValueError(f"dt must be None or a finite number > 0, got {dt!r}")
+    return float(dt)
 
 
 class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
@@ -53,6 +63,11 @@ class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
     - `depth`: the number of hidden layers `k ≥ 1`.
     - `activation`: a callable or a name (default `jnp.tanh`); it must be differentiable
       for the vector field to be meaningful.
+    - `dt`: the time step of the iterated map, a finite number `> 0`, or `None` (the
+      default: given by the data or the rollout's `dt=`). It is stored in the model's
+      file, so a loaded network rolls out and is checked with the step it was trained
+      for; `with_dt(dt)` returns a copy with another one. A `dt` passed to a rollout
+      or a task takes precedence.
     - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype.
 
     **Methods:** `hamiltonian(z)` returns the scalar $H_\theta(z)$ and
@@ -72,6 +87,7 @@ class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
     width: int = eqx.field(static=True)
     depth: int = eqx.field(static=True)
     activation: Callable | str = eqx.field(static=True)
+    dt: float | None = eqx.field(static=True)
 
     def __init__(
         self,
@@ -80,10 +96,12 @@ class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
         width: int,
         depth: int,
         activation: Callable | str = jnp.tanh,
+        dt: float | None = None,
         key: PRNGKeyArray,
         dtype=None,
     ):
         self.dim = check_even("dim", dim)
+        self.dt = _check_dt(dt)
         self.width = check_int("width", width, minimum=1)
         self.depth = check_int("depth", depth, minimum=1)
         resolve_activation(activation)
@@ -96,6 +114,19 @@ class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
             for k, fan_in, fan_out in zip(keys, sizes[:-1], sizes[1:])
         )
         self.biases = tuple(jnp.zeros((fan_out,), dtype) for fan_out in sizes[1:])
+
+    def with_dt(self, dt: float | None) -> HamiltonianNeuralNetwork:
+        """A copy with the time step `dt` (stored in its file; see `dt`)."""
+        new = copy.copy(self)
+        object.__setattr__(new, "dt", _check_dt(dt))
+        return new
+
+    def task(self, *, seq_length=None, prediction_window=None, dt=None, data_dt=None) -> Task:
+        """The task of the parent class, with this network's `dt` where none is given."""
+        if dt is None and data_dt is None:
+            dt = self.dt
+        return super().task(seq_length=seq_length, prediction_window=prediction_window, dt=dt,
+                            data_dt=data_dt)
 
     def hamiltonian(self, z: Float[Array, " dim"]) -> Float[Array, ""]:
         r"""The learned energy $H_\theta(z)$ at one point `z` of shape `(dim,)`."""

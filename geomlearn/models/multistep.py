@@ -23,9 +23,10 @@ loss on the same samples.
 
 Everything else is the wrapped model's: `structure`, `step` (so `iterate`, `evaluate`
 and `check_structure` roll out and check exactly the wrapped model's map), the task
-options (`seq_length`, `prediction_window`, `dt`), the rollout. After training, save
-the wrapped model, `geomlearn.save(path, trained.model)`; the wrapper itself holds no
-configuration of its own that a model file could store.
+options (`seq_length`, `prediction_window`, `dt`), the rollout. A `MultiStep` saves
+and loads like any model (its file nests the wrapped model's class and configuration in
+its own, and holds the wrapped model's arrays); to keep only the trained map, save
+`trained.model`.
 
 **Samples.** One step of the iterated map advances a trajectory by $s$ states: the
 prediction window `pw` for a transformer integrator, one state for a point map. From a
@@ -50,16 +51,23 @@ from ._task import Task, check_data_dim, sample_arrays
 __all__ = ["MultiStep"]
 
 
+_UNSET = object()
+
+
 class _OfWrapped:
     """A class attribute that reads the wrapped model's attribute of the same name (a
-    method comes bound to the wrapped model): what the wrapper leaves unchanged."""
+    method comes bound to the wrapped model): what the wrapper leaves unchanged. Read on
+    the class, it is `on_class` when one is given (the descriptor itself otherwise)."""
+
+    def __init__(self, on_class=_UNSET):
+        self.on_class = on_class
 
     def __set_name__(self, owner, name):
         self.name = name
 
     def __get__(self, instance, owner=None):
         if instance is None:
-            return self
+            return self if self.on_class is _UNSET else self.on_class
         return getattr(instance.model, self.name)
 
 
@@ -85,7 +93,8 @@ class MultiStep(AbstractModel):
     multi, history = gl.fit(gl.models.multistep.MultiStep(vpt, 4), data, epochs=100,
                             seq_length=3, optimizer=gl.LevenbergMarquardt(),
                             key=jax.random.PRNGKey(1))
-    gl.save("vpt.geomlearn", multi.model)    # the trained VPT
+    gl.save("multi.geomlearn", multi)        # the wrapper, with the VPT nested in it
+    gl.save("vpt.geomlearn", multi.model)    # the trained VPT alone
     ```
 
     Only `TrajectoryData` can be trained on (the next $k$ samples come from the
@@ -113,7 +122,7 @@ class MultiStep(AbstractModel):
     # ------------------------------------------------------------- the wrapped model's
 
     dim = _OfWrapped()
-    structure = _OfWrapped()
+    structure = _OfWrapped(on_class="none")  # the class claims nothing; an instance, its model's
     task = _OfWrapped()
     rollout_task = _OfWrapped()
     step = _OfWrapped()
@@ -125,12 +134,6 @@ class MultiStep(AbstractModel):
     structure_residuals = _OfWrapped()
     describe_step = _OfWrapped()
     inference_form = _OfWrapped()
-
-    def config(self) -> dict:
-        raise TypeError(
-            "a MultiStep is a training wrapper and is not saved or checkpointed itself; "
-            "save the trained wrapped model instead: geomlearn.save(path, multi.model)"
-        )
 
     # --------------------------------------------------------------- what is fitted
 

@@ -25,8 +25,10 @@ to round-off.
 **Symmetric compositions** (`symmetric=True`): the map becomes
 $S_h = R \circ \Phi_{h/2}^{-1} \circ R \circ \Phi_{h/2}$ with the time reversal
 $R(q, p) = (q, -p)$. It is still symplectic and, for every parameter value,
-*reversible*: $R \circ S_h \circ R \circ S_h = \mathrm{id}$, as is Störmer–Verlet. It
-costs twice the layer evaluations of the plain map.
+*reversible*: $R \circ S_h \circ R \circ S_h = \mathrm{id}$, as is Störmer–Verlet. It is
+not time-symmetric: $S_{-h} \circ S_h \ne \mathrm{id}$, since a ridge layer taken at
+$-h/2$ is not the inverse of the one at $h/2$. It costs twice the layer evaluations of
+the plain map.
 
 The layers are stacked along a leading axis of length `n_layers` and run as one
 `lax.scan`; `model.layer(i)` returns the `i`-th layer.

@@ -22,8 +22,11 @@ $\Phi$ taken at half the step and the time reversal $R(q, p) = (q, -p)$. $S_h$ i
 symplectic ($R$ is anti-symplectic and appears twice) and **reversible** for every
 parameter value, $R \circ S_h \circ R \circ S_h = \mathrm{id}$, like the Störmer–Verlet
 method (the construction of Tapley, 2024, after the symmetric compositions of Hairer,
-Lubich and Wanner, *Geometric Numerical Integration*, §V.1). It evaluates the layers
-twice.
+Lubich and Wanner, *Geometric Numerical Integration*, §V.1). Reversible is not
+*time-symmetric* ($S_{-h} = S_h^{-1}$): that needs $\Phi_{-h/2} = \Phi_{h/2}^{-1}$,
+which the G- and LA-SympNets' shears (linear in the step) satisfy and the Hénon layers
+do not, so a symmetric `HenonNet` is reversible but not time-symmetric. It evaluates
+the layers twice.
 """
 
 from __future__ import annotations

@@ -72,9 +72,10 @@ class LMInfo(NamedTuple):
     - `accepted`: whether a trial step was accepted.
     - `tries`: trial steps evaluated (`1 … max_tries`).
     - `n_samples`: samples used (`M`, or `subset`).
-    - `stalled`: no trial was accepted and no further progress is expected from
-      damping: $\lambda$ reached `max_damping` (LM), or all `max_tries` halvings failed
-      (Gauss–Newton). A training loop may stop on it.
+    - `stalled`: no trial was accepted: all `max_tries` trials failed to lower $S$ (LM:
+      with $\lambda$ raised `max_tries − 1` times by `increase`, up to `max_damping`;
+      Gauss–Newton: all halvings). At a minimum (to round-off) every iteration stalls;
+      `geomlearn.fit` stops after `patience` consecutive stalled iterations.
     """
 
     loss: jax.Array
@@ -109,9 +110,12 @@ class AbstractDampedLeastSquares(eqx.Module):
     subset: eqx.AbstractVar[int | None]
     jacobian: eqx.AbstractVar[str]
     max_params: eqx.AbstractVar[int]
+    patience: eqx.AbstractVar[int | None]
 
     def __check_init__(self):
         _check_int("max_tries", self.max_tries)
+        if self.patience is not None:
+            _check_int("patience", self.patience)
         _check_int("chunk_size", self.chunk_size)
         _check_int("max_params", self.max_params)
         if self.subset is not None:
@@ -143,6 +147,20 @@ class AbstractDampedLeastSquares(eqx.Module):
         """Whether no further progress is expected (see `LMInfo.stalled`)."""
 
     # ----------------------------------------------------------------- shared
+
+    def refuse(self, before: LMState, after: LMState) -> LMState:
+        """The state after an iteration whose accepted step the caller refuses (e.g. a
+        step judged on a random subset that is not finite on all samples): the step
+        counts as one more rejected trial, and λ moves as after a failed
+        iteration."""
+        dtype = before.damping.dtype
+        no = jnp.zeros((), bool)
+        return LMState(
+            damping=self._next_damping(before.damping, no, before.damping, dtype).astype(dtype),
+            steps=after.steps,
+            accepted=before.accepted,
+            rejected=after.rejected + 1,
+        )
 
     def _check_size(self, n_params: int):
         if n_params == 0:
@@ -283,6 +301,13 @@ class LevenbergMarquardt(AbstractDampedLeastSquares):
     - `min_damping`, `max_damping`: bounds on $\lambda$.
     - `max_tries`: trial steps per iteration before giving up (the parameters are then
       unchanged and $\lambda$ stays raised).
+    - `max_growth`: the most $\lambda$ grows from one iteration to the next (default
+      16, two rejections' worth): the trials within an iteration may raise it further,
+      but the next iteration starts from at most `max_growth` times this one's, so one
+      failed iteration costs a few accepted ones to recover from, not a dozen.
+    - `patience`: `geomlearn.fit` stops after this many consecutive stalled iterations
+      (no trial accepted; see `LMInfo.stalled`), with `history["stop_reason"] ==
+      "stalled"`; `None` never stops on a stall.
     - `chunk_size`: samples per chunk of the accumulation of $J^\top J$ and $J^\top r$.
     - `subset`: `None` — every iteration uses all $M$ samples; an int $n$ — a fresh random
       subset of $\min(n, M)$ samples per iteration, drawn from the iteration's key.
@@ -311,6 +336,8 @@ class LevenbergMarquardt(AbstractDampedLeastSquares):
     min_damping: float = eqx.field(default=1e-12, static=True)
     max_damping: float = eqx.field(default=1e12, static=True)
     max_tries: int = eqx.field(default=10, static=True)
+    max_growth: float = eqx.field(default=16.0, static=True)
+    patience: int | None = eqx.field(default=3, static=True)
     chunk_size: int = eqx.field(default=1024, static=True)
     subset: int | None = eqx.field(default=None, static=True)
     jacobian: str = eqx.field(default="auto", static=True)
@@ -324,6 +351,8 @@ class LevenbergMarquardt(AbstractDampedLeastSquares):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and v > 1):
                 raise ValueError(f"{name} must be a number > 1, got {v!r}")
+        if not (isinstance(self.max_growth, (int, float)) and self.max_growth >= 1):
+            raise ValueError(f"max_growth must be a number >= 1, got {self.max_growth!r}")
         if not (0 < self.min_damping <= self.max_damping):
             raise ValueError(
                 "expected 0 < min_damping <= max_damping, got "
@@ -351,15 +380,16 @@ class LevenbergMarquardt(AbstractDampedLeastSquares):
 
     def _next_damping(self, lam_used, accepted, lam0, dtype):
         # lam_used is the λ of the last trial: lowered after an acceptance, raised after
-        # a failure
+        # a failure, never more than max_growth × the λ this iteration started from
         lo = jnp.asarray(self.min_damping, dtype)
-        hi = jnp.asarray(self.max_damping, dtype)
-        lowered = jnp.maximum(lam_used / jnp.asarray(self.decrease, dtype), lo)
-        raised = jnp.minimum(lam_used * jnp.asarray(self.increase, dtype), hi)
-        return jnp.where(accepted, lowered, raised)
+        hi = jnp.minimum(jnp.asarray(self.max_damping, dtype),
+                         lam0 * jnp.asarray(self.max_growth, dtype))
+        lowered = lam_used / jnp.asarray(self.decrease, dtype)
+        raised = lam_used * jnp.asarray(self.increase, dtype)
+        return jnp.clip(jnp.where(accepted, lowered, raised), lo, jnp.maximum(hi, lo))
 
     def _stalled(self, lam_used, accepted, dtype):
-        return (~accepted) & (lam_used >= jnp.asarray(self.max_damping, dtype))
+        return ~accepted
 
 
 class GaussNewton(AbstractDampedLeastSquares):
@@ -377,8 +407,8 @@ class GaussNewton(AbstractDampedLeastSquares):
     `GAUSS_NEWTON_RCOND` $= 10^{-6}$, i.e. those of $J$ below $10^{-3}$ × its largest)
     are dropped: a truncated-SVD Gauss–Newton step.
 
-    **Arguments:** `max_tries`, `chunk_size`, `subset`, `jacobian`, `max_params` as for
-    `LevenbergMarquardt`; `rcond`: the relative cutoff (`None`: machine precision × $P$,
+    **Arguments:** `max_tries`, `chunk_size`, `subset`, `jacobian`, `max_params`,
+    `patience` as for `LevenbergMarquardt`; `rcond`: the relative cutoff (`None`: machine precision × $P$,
     lineax's default); `damping`: only `0` (the method is undamped).
     """
 
@@ -387,6 +417,7 @@ class GaussNewton(AbstractDampedLeastSquares):
     subset: int | None = eqx.field(default=None, static=True)
     jacobian: str = eqx.field(default="auto", static=True)
     max_params: int = eqx.field(default=5000, static=True)
+    patience: int | None = eqx.field(default=3, static=True)
     rcond: float | None = eqx.field(default=GAUSS_NEWTON_RCOND, static=True)
     damping: float = eqx.field(default=0.0, static=True)
 

@@ -26,7 +26,7 @@ and resume.
 
 from ._choose import choose_trainer
 from ._fit import fit
-from ._history import NonFiniteLossError
+from ._history import STOP_REASONS, NonFiniteLossError
 from ._interrupt import TrainingInterrupted
 from ._losses import AbstractLoss, CallableLoss, MeanSquaredLoss, RelativeLoss, resolve_loss
 from ._optimizer import default_optimizer
@@ -36,6 +36,7 @@ __all__ = [
     "default_optimizer",
     "choose_trainer",
     "NonFiniteLossError",
+    "STOP_REASONS",
     "TrainingInterrupted",
     "AbstractLoss",
     "RelativeLoss",

@@ -12,20 +12,29 @@ __all__ = ["choose_trainer"]
 _LM_MAX_PARAMS = 2000
 
 
+def _length(epochs, time_budget, what: str) -> str:
+    """How long a run is planned: epochs, a time budget, or both."""
+    if epochs is None:
+        return f"as many {what} as {time_budget:g} s allow"
+    return f"{epochs} {what}" + ("" if time_budget is None else f" or {time_budget:g} s")
+
+
 def _levenberg_marquardt(n_params, n_samples, on_manifold, epochs, time_budget):
-    epochs = 500 if epochs is None else epochs
-    time_budget = 150.0 if time_budget is None else time_budget
+    if epochs is None and time_budget is None:
+        epochs, time_budget = 500, 150.0
     solver = LevenbergMarquardt(subset=4096 if n_samples > 4096 else None,
                                 max_params=max(_LM_MAX_PARAMS, n_params))
     return solver, epochs, time_budget, (
-        f"Levenberg–Marquardt ({n_params} parameters), up to {epochs} iterations or "
-        f"{time_budget:g} s")
+        f"Levenberg–Marquardt ({n_params} parameters), up to "
+        f"{_length(epochs, time_budget, 'iterations')}, stopping when it stalls")
 
 
 def _adam(n_params, n_samples, on_manifold, epochs, time_budget):
-    epochs = (3000 if n_samples <= 512 else 100) if epochs is None else epochs
+    if epochs is None and time_budget is None:
+        epochs = 3000 if n_samples <= 512 else 100
     adam = "Riemannian Adam" if on_manifold else "Adam"
-    return None, epochs, time_budget, f"{adam} ({n_params} parameters), {epochs} epochs"
+    return None, epochs, time_budget, (
+        f"{adam} ({n_params} parameters), {_length(epochs, time_budget, 'epochs')}")
 
 
 def _auto(n_params, n_samples, on_manifold, epochs, time_budget):
@@ -48,7 +57,10 @@ def choose_trainer(model, n_samples: int, *, trainer: str = "auto", epochs=None,
     most 2000 parameters and no manifold parameters, and the default Adam of `fit` (3000
     full-batch epochs on up to 512 samples, else 100 epochs; Riemannian on manifold
     parameters) otherwise. `trainer="lm"` or `"adam"` forces one; `epochs` and
-    `time_budget` override the defaults. `optimizer` is `None` for the default Adam.
+    `time_budget` override the defaults, and a `time_budget` alone is a plan: `epochs`
+    is then `None` and `fit` trains for as many epochs as the budget allows (and
+    Levenberg–Marquardt stops earlier when it stalls). `optimizer` is `None` for the
+    default Adam.
     """
     n_params = count_parameters(model)
     if not (isinstance(trainer, str) and trainer in _TRAINERS):

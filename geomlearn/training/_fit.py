@@ -16,6 +16,7 @@ import numpy as np
 from .. import io as gio
 from .._progress import ProgressBar
 from ._history import new_history, non_finite_error, record
+from ._trainers import CONVERGED, STALLED
 from ._inputs import Inputs, place, resolve
 from ._interrupt import InterruptFlag, TrainingInterrupted
 from ._loop import GROUP_MAX, GROUP_SECONDS, train_group
@@ -35,7 +36,7 @@ def fit(
     model,
     data,
     *,
-    epochs: int,
+    epochs: int | None = None,
     batch_size: int | None = None,
     optimizer=None,
     loss: str | Callable = "relative",
@@ -61,7 +62,10 @@ def fit(
       already prepared: `(M, d)` pairs for a feed-forward integrator, `(M, T, d)` windows
       for a transformer, `(M, d)` states and their time derivatives `ż` for a Hamiltonian
       network (vector-field regression).
-    - `epochs`: the total number of epochs (also on `resume`, counting the ones done).
+    - `epochs`: the total number of epochs (also on `resume`, counting the ones done);
+      `None` (with a `time_budget`): as many as the budget allows — the default
+      optimiser's schedule is then planned from the epoch time measured in the first
+      compiled calls.
     - `batch_size`: samples per minibatch; `None` means the full data set. Each epoch
       uses `M // batch_size` minibatches of a fresh permutation (the remainder is left
       out of that epoch, a different one each time). Must be between 1 and `M`.
@@ -105,16 +109,24 @@ def fit(
       stop training early. (With a callback every epoch is its own compiled call.)
       Across processes, one process's `True` stops all of them after that epoch.
     - `time_budget`: stop after this many seconds of training (wall time, checked
-      between compiled calls), whatever `epochs` says.
+      between compiled calls), whatever `epochs` says. `epochs` or `time_budget` (or
+      both) must be given.
 
     **Returns:** `(model, history)`: the trained model and a dict of per-epoch lists
     `epoch` (1-based), `loss` (mean training loss of the epoch), `val_loss` (`None`
     without validation data), `learning_rate` (at the start of the epoch; `None` when
     the optimiser does not expose it) and `time` (wall-clock seconds since the start of
-    training, across resumes).
+    training, across resumes); and `stop_reason`, why training stopped: `"epochs"`
+    (all done), `"budget"` (the time budget ran out), `"callback"` (it returned
+    `True`), `"interrupted"` (`Ctrl-C`), `"stalled"` (a `LevenbergMarquardt` or
+    `GaussNewton` trainer lowered the loss in none of its last `patience` iterations)
+    or `"converged"` (such a trainer reached a relative loss at round-off).
 
     **Raises:** `NonFiniteLossError` (a `FloatingPointError`) naming the epoch when the
-    training loss is NaN or infinite; `ValueError`/`TypeError` for data that do not fit
+    training loss is NaN or infinite (first-order optimisers; a damped least-squares
+    trainer refuses such a step instead), with the last good model as its `model`
+    attribute and the history up to it as its `history` (and, with `checkpoint`, that
+    state saved); `ValueError`/`TypeError` for data that do not fit
     the model, and before the first epoch for a checkpoint path that cannot be written;
     `geomlearn.io.CheckpointInUseError` when another run is writing the checkpoint;
     across processes (`jax.distributed`), `ValueError` on every process naming the
@@ -175,6 +187,8 @@ class _Training:
         self.t0 = time.perf_counter()
         self.saved = done if done > 0 else None
         self.group = 1 if callback is not None else GROUP_MAX  # a callback sees every epoch
+        self.reason, self.stalls, self.groups = None, 0, 0
+        history.pop("stop_reason", None)  # a resumed run says why it stopped this time
 
     @classmethod
     def start(cls, inputs: Inputs, model, *, key, progress, callback) -> _Training:
@@ -201,15 +215,28 @@ class _Training:
         return eqx.combine(local(self.params) if self.multi else self.params, self.static)
 
     def save(self) -> None:
+        """Write the checkpoint; an `OSError` (full disk, read-only place) says which epoch
+        the checkpoint still holds, and carries the model and history as `model` and
+        `history`, as `NonFiniteLossError` does."""
         if self.writer:
-            gio.save_checkpoint(
-                self.inputs.checkpoint, eqx.combine(local(self.params), self.static),
-                (local(self.state), self.raw_key), epoch=self.done, history=self.history,
-                meta={**self.inputs.meta, "planned_epochs": self.epochs})
+            try:
+                gio.save_checkpoint(
+                    self.inputs.checkpoint, eqx.combine(local(self.params), self.static),
+                    (local(self.state), self.raw_key), epoch=self.done, history=self.history,
+                    meta={**self.inputs.meta, "planned_epochs": self.epochs})
+            except OSError as e:
+                kept = (f"epoch {self.saved}" if self.saved is not None else "no epoch: none was written")
+                err = type(e)(e.errno, f"{e.strerror}; training stopped after epoch {self.done}, "
+                                       f"the checkpoint holds {kept}; the trained model is this "
+                                       "error's `model` attribute")
+                err.model, err.history = self.model(), self.history
+                raise err from None
         self.saved = self.done
 
-    def save_if_unsaved(self) -> None:
-        if self.inputs.checkpoint is not None and self.saved != self.done:
+    def save_if_unsaved(self, final: bool = False) -> None:
+        """Write the checkpoint if it is behind (`final`: also to record why training
+        stopped)."""
+        if self.inputs.checkpoint is not None and (self.saved != self.done or final):
             self.save()
 
     def next_group(self, count: int, cap: int, stop: bool, interrupt) -> tuple[int, bool]:
@@ -242,9 +269,35 @@ class _Training:
         record(self.history, self.done, out, n_good, self.t_offset + t_start - self.t0,
                 self.t_offset + t_end - self.t0, self.history_lr)
         self.done += n_good
-        if n_good < count:
-            raise non_finite_error(out, n_good, self.done + 1, self.inputs.checkpoint, self.saved)
+        if n_good < count and not (n_good and out[4][n_good - 1]):
+            self.fail(out, n_good)
+        self.note_signal(int(out[4][n_good - 1]) if n_good else 0, n_good)
         return t_start, t_end
+
+    def fail(self, out, n_good: int):
+        """Raise `NonFiniteLossError` with the last good model and history (saved first
+        when there is a checkpoint)."""
+        try:
+            self.save_if_unsaved()
+        except OSError:
+            pass  # the error below is the one to report; the checkpoint keeps its last state
+        err = non_finite_error(out, n_good, self.done + 1, self.inputs.checkpoint, self.saved,
+                               self.run.trainer.non_finite_hint)
+        err.model, err.history = self.model(), self.history
+        raise err
+
+    def note_signal(self, signal: int, n_good: int) -> None:
+        """Count consecutive stalls (the group ends after one, so only its last epoch can
+        be one); set `reason` when the trainer says to stop."""
+        if signal == CONVERGED:
+            self.reason = "converged"
+        elif signal == STALLED:
+            self.stalls = (self.stalls if n_good == 1 else 0) + 1
+            patience = self.run.trainer.patience
+            if patience is not None and self.stalls >= patience:
+                self.reason = "stalled"
+        else:
+            self.stalls = 0
 
     def after_group(self, stop: bool, interrupt) -> bool:
         """Progress, the checkpoint when due, and the callback; whether to stop."""
@@ -254,9 +307,12 @@ class _Training:
                                                    or self.done == self.epochs):
             self.save()
         if self.callback is None:
-            return stop
+            return stop or self.reason is not None
         try:
-            return bool(self.callback(self.done, self.model(), self.history))
+            if self.callback(self.done, self.model(), self.history):
+                self.reason = self.reason or "callback"
+                return True
+            return stop or self.reason is not None
         except KeyboardInterrupt:
             if not self.multi:
                 raise
@@ -267,13 +323,27 @@ class _Training:
         """`(count, cap)` for the next group: about `GROUP_SECONDS` of epochs, and not
         much beyond the time budget."""
         per_epoch = (t_end - t_start) / count
+        self.groups += 1
+        if self.inputs.by_budget and self.groups >= 2 and not self.groups & (self.groups - 1):
+            self.plan_by_budget(per_epoch, t_end)  # groups 2, 4, 8, …: the first one compiled
         if self.inputs.time_budget is not None:
             left = self.inputs.time_budget - (t_end - self.t0)
             cap = min(cap, max(1, int(left / max(per_epoch, 1e-9))))
         return max(1, int(GROUP_SECONDS / max(per_epoch, 1e-9))), cap
 
+    def plan_by_budget(self, per_epoch: float, now: float) -> None:
+        """`epochs=None`: the epochs that fit in the rest of the budget at the measured
+        time per epoch, and the optimiser's schedule planned for them."""
+        left = self.inputs.time_budget - (now - self.t0)
+        self.epochs = max(self.done + 1, self.done + int(left / max(per_epoch, 1e-9)))
+        n_batches = self.run.n_batches
+        self.state = self.run.trainer.replan(self.state, self.epochs * n_batches)
+        self.history_lr = self.run.trainer.history_learning_rate(self.state, n_batches)
+        self.bar.total = self.epochs
+
     def interrupted(self):
         """After `Ctrl-C`: save, warn, and return what was trained."""
+        self.reason = "interrupted"
         self.bar.close()
         self.save_if_unsaved()
         ckpt = self.inputs.checkpoint
@@ -287,7 +357,11 @@ class _Training:
         return self.finish()
 
     def finish(self):
-        self.save_if_unsaved()
+        if self.reason is None:  # the loop ran out of epochs, or of time
+            all_done = self.done >= self.epochs and not self.inputs.by_budget
+            self.reason = "epochs" if all_done else "budget"
+        self.history["stop_reason"] = self.reason
+        self.save_if_unsaved(final=True)
         finished_together(self.multi)
         return self.model(), self.history
 

@@ -6,12 +6,23 @@ import math
 
 import numpy as np
 
-__all__ = ["NonFiniteLossError"]
+__all__ = ["NonFiniteLossError", "STOP_REASONS"]
+
+
+#: Why `fit` stopped: `history["stop_reason"]`.
+STOP_REASONS = ("converged", "stalled", "budget", "epochs", "interrupted", "callback")
 
 
 class NonFiniteLossError(FloatingPointError):
     """The training loss (or the parameters) became NaN or infinite; the message names
-    the epoch and the cause."""
+    the epoch, the cause and what to try.
+
+    **Attributes:** `model`, the last good model (the one before the epoch that was not
+    finite: the work done so far, also without a checkpoint), and `history`, the
+    history up to it (`history["stop_reason"]` is `None`)."""
+
+    model = None
+    history = None
 
 
 def new_history() -> dict[str, list]:
@@ -25,7 +36,7 @@ def record(history, first_epoch, out, n, t_start, t_end, default_lr):
     would cost a noticeable part of a small model's epoch."""
     if n == 0:
         return
-    loss, val, _, lr = (np.asarray(a[:n], np.float64) for a in out)
+    loss, val, _, lr = (np.asarray(a[:n], np.float64) for a in out[:4])
     epochs = range(first_epoch + 1, first_epoch + n + 1)
     history["epoch"].extend(epochs)
     history["loss"].extend(loss.tolist())
@@ -45,14 +56,14 @@ def none_for_nan(a: np.ndarray) -> list:
     return [None if bad else v for v, bad in zip(values, nan.tolist())] if nan.any() else values
 
 
-def non_finite_error(out, i, epoch, checkpoint, saved_epoch) -> NonFiniteLossError:
-    loss, _, params_ok, _ = out
+def non_finite_error(out, i, epoch, checkpoint, saved_epoch, hint: str) -> NonFiniteLossError:
+    loss = out[0]
     value = float(loss[i])
     what = (f"the training loss became {value}" if not math.isfinite(value)
             else f"the parameters became non-finite (training loss {value})")
     kept = (f"; the checkpoint {checkpoint} keeps the last good state (epoch {saved_epoch})"
             if checkpoint is not None and saved_epoch is not None else "")
     return NonFiniteLossError(
-        f"{what} at epoch {epoch}{kept}; lower the learning rate, or check the data for "
-        "outliers"
+        f"{what} at epoch {epoch}{kept}; the last good model is the error's `model` "
+        f"attribute; {hint}"
     )

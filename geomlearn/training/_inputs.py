@@ -25,7 +25,8 @@ class Inputs:
 
     run: Run
     data: tuple  # (x, y, target_sq, xv, yv, val_sq)
-    epochs: int
+    epochs: int  # with `by_budget`, provisional: `fit` plans them from the measured epoch time
+    by_budget: bool
     checkpoint: pathlib.Path | None
     checkpoint_every: int
     resume: bool
@@ -113,11 +114,30 @@ def _data(model, task, loss: AbstractLoss, x, y, xv, yv) -> tuple:
     return x, y, jnp.asarray(target_sq, dtype), xv, yv, jnp.asarray(val_sq, dtype)
 
 
+#: `fit(epochs=None, time_budget=...)`: the epochs the loop may run (it stops on the
+#: budget), the default schedule's provisional plan until the epoch time is measured,
+#: and the epochs between checkpoints unless `checkpoint_every` says otherwise.
+BUDGET_EPOCHS, PROVISIONAL_UPDATES, BUDGET_CHECKPOINT_EVERY = 2**31 - 1, 10**6, 100
+
+
+def _epochs(epochs, time_budget) -> tuple[int, bool]:
+    """`(epochs, by_budget)`: `epochs`, or (with `epochs=None`) as many as the time budget
+    allows."""
+    if epochs is None:
+        if time_budget is None:
+            raise ValueError("fit needs epochs, a time_budget, or both; got neither")
+        return BUDGET_EPOCHS, True
+    return check_int("epochs", epochs, minimum=1), False
+
+
 def resolve(model, data, *, epochs, batch_size, optimizer, loss, prediction_window,
              seq_length, val_data, checkpoint, checkpoint_every, resume, time_budget):
     """`fit`'s arguments as an `Inputs`; `ValueError`/`TypeError` for what cannot train."""
     check_model(model)
-    epochs = check_int("epochs", epochs, minimum=1)
+    time_budget = _time_budget(time_budget)
+    epochs, by_budget = _epochs(epochs, time_budget)
+    if by_budget and checkpoint_every is None:
+        checkpoint_every = BUDGET_CHECKPOINT_EVERY
     resume = check_bool("resume", resume)
     loss_fn = resolve_loss(loss)
     x, y, xv, yv, task = _samples(model, data, val_data, seq_length=seq_length,
@@ -126,9 +146,9 @@ def resolve(model, data, *, epochs, batch_size, optimizer, loss, prediction_wind
     B = _batch_size(batch_size, M)
     checkpoint, checkpoint_every = _checkpointing(model, checkpoint, checkpoint_every,
                                                   resume, epochs)
-    time_budget = _time_budget(time_budget)
     on_manifold = has_manifold_parameters(model)
-    trainer = as_trainer(optimizer, on_manifold=on_manifold, total_updates=epochs * (M // B))
+    planned = PROVISIONAL_UPDATES if by_budget else epochs * (M // B)
+    trainer = as_trainer(optimizer, on_manifold=on_manifold, total_updates=planned)
     trainer.check(model, loss_fn, on_manifold)
     data = _data(model, task, loss_fn, x, y, xv, yv)
     meta = {
@@ -140,7 +160,8 @@ def resolve(model, data, *, epochs, batch_size, optimizer, loss, prediction_wind
         "trainer": trainer.name,
     }
     run = Run(task, loss_fn, M, B, M // B, trainer, None, xv is not None)
-    return Inputs(run, data, epochs, checkpoint, checkpoint_every, resume, time_budget, meta)
+    return Inputs(run, data, epochs, by_budget, checkpoint, checkpoint_every, resume, time_budget,
+                  meta)
 
 
 def place(inputs: Inputs, params, state, key):

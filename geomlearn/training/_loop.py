@@ -15,7 +15,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from ._trainers import Run, batch_loss
+from ._trainers import CONTINUE, Run, batch_loss
 
 #: The most epochs one compiled call runs: large enough that the per-call cost
 #: (dispatch, read-back, history) is under 1 % of a group even for a network whose epoch
@@ -37,9 +37,11 @@ def train_group(params, state, epoch0, count, key, data, *, static, run: Run, gr
     """Up to `group` epochs in one compiled call: a `lax.while_loop` that runs epochs
     `epoch0, epoch0 + 1, …` while fewer than `count` have run (a traced count, so one
     compile serves every group size) and while every epoch so far was finite. A
-    non-finite epoch is not applied: the returned state is the last good one. Returns
-    per-epoch `(loss, val_loss, parameters finite, learning rate)` in buffers of length
-    `group`, NaN (and `True`) where an epoch did not run."""
+    non-finite epoch is not applied: the returned state is the last good one; the loop
+    also ends after an epoch whose signal is not `CONTINUE` (a stall, convergence), for
+    the host to decide. Returns per-epoch `(loss, val_loss, parameters finite, learning
+    rate, signal)` in buffers of length `group`, NaN (and `True`, `CONTINUE`) where an
+    epoch did not run."""
     x, y, target_sq, xv, yv, val_sq = data
     trainer = run.trainer
     out_dtype = jnp.result_type(float)
@@ -50,21 +52,21 @@ def train_group(params, state, epoch0, count, key, data, *, static, run: Run, gr
         return (i < count) & ok
 
     def body(carry):
-        p, s, i, _, (losses, vals, finite, lrs) = carry
+        p, s, i, _, (losses, vals, finite, lrs, signals) = carry
         lr = trainer.learning_rate(s)
         if lr is not None:  # only an optimiser that exposes its rate pays for the read-out
             lrs = lrs.at[i].set(lr.astype(out_dtype))
-        p2, s2, loss = trainer.epoch(p, s, epoch0 + i, key, x, y, target_sq, static, run)
+        p2, s2, loss, signal = trainer.epoch(p, s, epoch0 + i, key, x, y, target_sq, static, run)
         params_ok = all_finite(p2)
         good = jnp.isfinite(loss) & params_ok
         if run.has_val:
             vals = vals.at[i].set(batch_loss(p2, static, run, xv, yv, val_sq).astype(out_dtype))
         p, s = jax.lax.cond(good, lambda: (p2, s2), lambda: (p, s))
         buffers = (losses.at[i].set(loss.astype(out_dtype)), vals, finite.at[i].set(params_ok),
-                   lrs)
-        return p, s, i + 1, good, buffers
+                   lrs, signals.at[i].set(signal))
+        return p, s, i + 1, good & (signal == CONTINUE), buffers
 
     start = (params, state, jnp.asarray(0, jnp.int32), jnp.asarray(True),
-             (nan, nan, jnp.ones((group,), bool), nan))
+             (nan, nan, jnp.ones((group,), bool), nan, jnp.zeros((group,), jnp.int32)))
     params, state, _, _, out = jax.lax.while_loop(keep_going, body, start)
     return params, state, out

@@ -32,6 +32,11 @@ from ._optimizer import (
 )
 
 
+#: What an epoch reports besides its loss (an `int32` in the compiled loop): nothing,
+#: an iteration that lowered no loss (a stall), or a loss at round-off (converged).
+CONTINUE, STALLED, CONVERGED = 0, 1, 2
+
+
 class Run(NamedTuple):
     """Everything static about a training run: part of the compilation key (hashable)."""
 
@@ -62,10 +67,15 @@ class AbstractTrainer(abc.ABC):
     def init(self, params):
         """The initial optimiser state for `params`."""
 
+    #: consecutive `STALLED` epochs after which `fit` stops (`None`: never)
+    patience: ClassVar[int | None] = None
+    #: what to try when the training loss becomes non-finite (ends the error message)
+    non_finite_hint: ClassVar[str] = "lower the learning rate, or check the data for outliers"
+
     @abc.abstractmethod
     def epoch(self, params, state, epoch, key, x, y, target_sq, static, run: Run):
-        """One epoch (traced): `(params, state, loss)`, the loss being the epoch's
-        training loss."""
+        """One epoch (traced): `(params, state, loss, signal)`, the loss being the
+        epoch's training loss and `signal` one of `CONTINUE`, `STALLED`, `CONVERGED`."""
 
     @abc.abstractmethod
     def learning_rate(self, state):
@@ -80,6 +90,11 @@ class AbstractTrainer(abc.ABC):
     @abc.abstractmethod
     def check(self, model, loss: AbstractLoss, on_manifold: bool) -> None:
         """Refuse a model or a loss that this trainer cannot train (`ValueError`)."""
+
+    def replan(self, state, total_updates: int):
+        """`state` planned for `total_updates` optimiser updates in all (a run whose
+        epochs follow from its time budget); unchanged for a trainer without a plan."""
+        return state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,14 +141,15 @@ class _AbstractFirstOrderTrainer(AbstractTrainer):
             p, s, value = self._step(*carry, *batch, target_sq, static, run)
             return (p, s), value
 
+        going = jnp.asarray(CONTINUE, jnp.int32)
         if n_batches == 1 and B == M:  # full batch: the order does not matter, no loop
             (params, state), loss = train_step((params, state), (x, y))
-            return params, state, loss
+            return params, state, loss, going
         perm = jax.random.permutation(jax.random.fold_in(key, epoch), M)
         perm = perm[: n_batches * B].reshape(n_batches, B)
         batches = (jnp.take(x, perm, axis=0), jnp.take(y, perm, axis=0))
         (params, state), losses = jax.lax.scan(train_step, (params, state), batches)
-        return params, state, jnp.mean(losses)
+        return params, state, jnp.mean(losses), going
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +176,12 @@ class _DefaultScheduleTrainer(_AbstractFirstOrderTrainer):
     def learning_rate(self, state):
         return None
 
+    def replan(self, state, total_updates):
+        total = jnp.asarray(min(int(total_updates), 2**31 - 1), state.total.dtype)
+        if len(jax.devices()) > 1:  # placed as the state was (another placement recompiles)
+            total = jax.device_put(total, state.total.sharding)
+        return state._replace(total=total)
+
     def history_learning_rate(self, state, n_batches):
         planned = int(state.total)  # the schedule the state was planned with (resumes too)
         return lambda epochs: default_learning_rate(epochs * n_batches, planned)
@@ -169,12 +191,28 @@ class _DefaultScheduleTrainer(_AbstractFirstOrderTrainer):
 class _DampedLeastSquaresTrainer(AbstractTrainer):
     """A `LevenbergMarquardt` or `GaussNewton` solver: an epoch is one iteration on all
     samples (or the solver's random subset); the loss reported is the training loss
-    after it, on all samples."""
+    after it, on all samples.
 
-    solver: AbstractDampedLeastSquares
+    A step whose training loss on all samples (or whose parameters) is not finite —
+    possible when the step was judged on a random subset, or a model's prediction
+    fails at samples the trials did not see — is refused like a rejected trial: the
+    parameters stay, λ rises (`AbstractDampedLeastSquares.refuse`), and the
+    epoch reports a stall. An epoch whose relative loss is at round-off (at most the
+    dtype's machine epsilon) reports convergence."""
+
+    solver: AbstractDampedLeastSquares  # with patience=None: the compiled loop never reads it
+    #: the solver's `patience`, read by `fit` on the host (not part of the compilation key)
+    stall_patience: int | None = dataclasses.field(default=None, compare=False)
 
     # the name checkpoints have always stored for both solvers, so that theirs resume
     name: ClassVar[str] = "LevenbergMarquardt"
+    non_finite_hint: ClassVar[str] = (
+        "the initial parameters give a non-finite loss; start from another initialisation "
+        "or check the data for outliers")
+
+    @property
+    def patience(self):
+        return self.stall_patience
 
     def init(self, params):
         return self.solver.init(params)
@@ -184,9 +222,18 @@ class _DampedLeastSquaresTrainer(AbstractTrainer):
             model = eqx.combine(p, static)
             return (model.predict(xi, run.task) - model.target(yi, run.task)).ravel()
 
-        params, state, _ = self.solver.step(params, state, residual, x, y,
-                                            jax.random.fold_in(key, epoch))
-        return params, state, batch_loss(params, static, run, x, y, target_sq)
+        new_params, new_state, info = self.solver.step(params, state, residual, x, y,
+                                                       jax.random.fold_in(key, epoch))
+        new_loss = batch_loss(new_params, static, run, x, y, target_sq)
+        ok = jnp.isfinite(new_loss) & _all_finite(new_params)
+        params, state, loss = jax.lax.cond(
+            ok, lambda: (new_params, new_state, new_loss),
+            lambda: (params, self.solver.refuse(state, new_state),
+                     batch_loss(params, static, run, x, y, target_sq)))
+        at_round_off = ok & (info.new_relative_loss <= jnp.finfo(info.new_relative_loss.dtype).eps)
+        signal = jnp.where(at_round_off, CONVERGED,
+                           jnp.where(info.accepted & ok, CONTINUE, STALLED)).astype(jnp.int32)
+        return params, state, loss, signal
 
     def learning_rate(self, state):
         return None
@@ -208,6 +255,12 @@ class _DampedLeastSquaresTrainer(AbstractTrainer):
                 "loss='relative' or 'mse' (both have its minimiser), not a custom loss "
                 "callable"
             )
+
+
+def _all_finite(tree):
+    leaves = [jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(tree)
+              if jnp.issubdtype(a.dtype, jnp.inexact)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
 
 
 # ------------------------------------------------------- the optimiser, wrapped once
@@ -233,7 +286,9 @@ def _(optimizer: optax.GradientTransformation, *, on_manifold, total_updates):
 
 @as_trainer.register
 def _(optimizer: AbstractDampedLeastSquares, *, on_manifold, total_updates):
-    return _DampedLeastSquaresTrainer(optimizer)
+    fields = {f.name: getattr(optimizer, f.name) for f in dataclasses.fields(optimizer) if f.init}
+    compiled = type(optimizer)(**{**fields, "patience": None})  # one compile for any patience
+    return _DampedLeastSquaresTrainer(compiled, optimizer.patience)
 
 
 @as_trainer.register(type(None))

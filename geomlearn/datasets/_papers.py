@@ -1,19 +1,5 @@
-r"""Reference datasets from the papers geomlearn reproduces, each built from its source.
-
-Every dataset is integrated here, in a second or two, rather than downloaded; the
-settings are those of the original experiments.
-
-| function | system | trajectories | steps | `dt` | integrator |
-|---|---|---|---|---|---|
-| `pendulum_sympnets()` | `Pendulum()` | 1 train + 1 test | 40 + 100 | 0.1 | `"yoshida6"`, 10 substeps |
-| `rigid_body_vpt()` | `RigidBody()` | 1238 | 100 | 0.2 | `"implicit_midpoint"` |
-| `coupled_oscillator_lst(key)` | `CoupledHarmonicOscillator()` | 5 | 333 | 0.3 | `"implicit_midpoint"` |
-| `parametric_pendulum(key)` | `ParametricPendulum()` | 64, in period-aligned segments | 6 periods of $T$ | $\pi/T$ | `"yoshida6"`, 10 substeps |
-| `forced_rigid_body(key)` | `ForcedRigidBody(Omega=2)` | 64, in period-aligned segments | 6 periods of $T$ | $\pi/T$ | `"gauss_legendre6"`, 2 substeps |
-
-All arrays have JAX's default float dtype unless `dtype` is given (float64 needs
-`jax_enable_x64`).
-"""
+r"""The data sets of the papers geomlearn reproduces, each built from its source with
+the settings of the original experiments (the table is in `geomlearn.datasets`)."""
 
 from __future__ import annotations
 
@@ -23,11 +9,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._typing import Array, Float, PRNGKeyArray
-from ._validation import check_int, float_dtype
-from .data import TrajectoryData
-from .integrators import integrate
-from .systems import (
+from .._typing import Array, Float, PRNGKeyArray
+from .._validation import check_int, float_dtype
+from ..data import TrajectoryData
+from ..integrators import integrate
+from ..systems import (
     CoupledHarmonicOscillator,
     ForcedRigidBody,
     ParametricPendulum,
@@ -134,12 +120,13 @@ def rigid_body_vpt_validation(*, dtype=None) -> Float[Array, "2 3"]:
     return jnp.asarray(np.array([[s, 0.0, c], [0.0, s, c]]), dtype=float_dtype(dtype))
 
 
-def coupled_oscillator_lst(key: PRNGKeyArray, *, dtype=None) -> TrajectoryData:
+def coupled_oscillator_lst(key: PRNGKeyArray, *, n_trajectories: int = 5,
+                           dtype=None) -> TrajectoryData:
     r"""The coupled-oscillator data of the linear symplectic transformer tutorial.
 
     System: `CoupledHarmonicOscillator()` (masses 2, 1; springs 1.5, 0.3; coupling 1).
-    5 initial conditions drawn uniformly from $[0, 1)^4$ (layout
-    `(q1, q2, p1, p2)`) with `key`; $\Delta t = 0.3$ on $t \in [0, 100]$, i.e. 333 steps
+    `n_trajectories` initial conditions (the tutorial's 5 by default) drawn uniformly
+    from $[0, 1)^4$ (layout `(q1, q2, p1, p2)`) with `key`; $\Delta t = 0.3$ on $t \in [0, 100]$, i.e. 333 steps
     (334 states, the last at $t = 99.9$, the grid points inside the interval);
     implicit midpoint rule.
 
@@ -154,7 +141,8 @@ def coupled_oscillator_lst(key: PRNGKeyArray, *, dtype=None) -> TrajectoryData:
     ```
     """
     dtype = float_dtype(dtype)
-    z0 = jax.random.uniform(key, (5, 4), dtype=dtype)
+    n = check_int("n_trajectories", n_trajectories, minimum=1)
+    z0 = jax.random.uniform(key, (n, 4), dtype=dtype)
     n_steps = math.floor(100.0 / 0.3 + 1e-9)  # 333
     return TrajectoryData.from_system(
         CoupledHarmonicOscillator(), z0, 0.3, n_steps, method="implicit_midpoint"

@@ -1,0 +1,189 @@
+"""Training on a user's own trajectory file (`geomlearn train --data PATH`).
+
+The file is read by `geomlearn.TrajectoryData.read`; validation trajectories are split off
+by whole trajectories; a model is refused when the file's dimension does not fit it (a
+canonical model needs an even dimension `2n`); `run.json` records the file's path, size
+and SHA-256, so that `geomlearn evaluate` can split the same file again and notice when
+it has changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import pathlib
+
+import jax
+
+from ..data import TrajectoryData
+from ._errors import CLIError
+from ._registry import ModelSpec, ReductionSpec
+
+__all__ = ["DataFile", "OwnData", "file_record", "read_trajectories", "state_names",
+           "check_model_fits", "check_lengths", "split_by_trajectory", "from_file", "split_file",
+           "held_out_of_run"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DataFile:
+    """What the command line knows of a data file's phase space — its dimension, whether
+    it can be read as canonical `z = (q, p)` (an even dimension), and the state names —
+    in the place of a system for the registry's dimension checks and builders."""
+
+    dim: int
+    canonical: bool
+    labels: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class OwnData:
+    """A trajectory file ready for training: `shape`, the `train` and `held_out` data, a
+    one-line `description`, and `record` (what `run.json` keeps about the file)."""
+
+    shape: DataFile
+    train: TrajectoryData
+    held_out: TrajectoryData
+    description: str
+    record: dict
+
+
+def _one_line(error: Exception) -> str:
+    return " ".join(str(error).split())
+
+
+def file_record(path) -> dict:
+    """`{"path", "size", "sha256"}` of the file `path` (the absolute path, bytes, hex digest)."""
+    path = pathlib.Path(path)
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return {"path": str(path.resolve()), "size": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def _columns(names):
+    """Column names from `--q-columns`/`--p-columns` (space- or comma-separated), or `None`."""
+    if not names:
+        return None
+    return [part for name in names for part in name.split(",") if part]
+
+
+def read_trajectories(path, *, q_columns=None, p_columns=None) -> TrajectoryData:
+    """`TrajectoryData.read(path, ...)`, with any error of the file as a one-line `CLIError`
+    naming it."""
+    try:
+        return TrajectoryData.read(path, q_columns=_columns(q_columns), p_columns=_columns(p_columns))
+    except (ValueError, TypeError, OSError, KeyError) as e:
+        message = _one_line(e)
+        raise CLIError(message if str(path) in message else f"{path}: {message}") from None
+
+
+def state_names(data, dim: int) -> tuple[str, ...]:
+    """The names of the state components: the data's (`data.labels`), or `q1 … qn, p1 …
+    pn` for an even dimension and `z1 … zd` otherwise."""
+    names = getattr(data, "labels", None)
+    if names is not None and len(names) == dim:
+        return tuple(str(n) for n in names)
+    if dim % 2 == 0:
+        n = dim // 2
+        return tuple([f"q{i + 1}" for i in range(n)] + [f"p{i + 1}" for i in range(n)])
+    return tuple(f"z{i + 1}" for i in range(dim))
+
+
+def check_model_fits(spec, shape: DataFile, source) -> None:
+    """`CLIError` when `spec`'s model cannot be trained on states of `shape.dim` components:
+    a canonical (symplectic) model needs an even dimension, and the registry's other
+    dimension checks (attention heads) apply."""
+    if isinstance(spec, ReductionSpec):
+        raise CLIError(
+            f"cannot train {spec.name} on {source}: a model reduction is evaluated by "
+            "integrating the reduced Hamiltonian system, which needs the system's Hamiltonian "
+            "(a data file has none); train it in Python with a geomlearn.systems system")
+    if spec.needs_canonical and shape.dim % 2:
+        raise CLIError(
+            f"cannot train {spec.name} on {source}: {spec.cls.__name__} needs a canonical phase "
+            f"space z = (q, p) of even dimension 2n, and the file's states have {shape.dim} "
+            "components; use a volume-preserving model (vp-feedforward, vp-transformer) or an "
+            "unconstrained one (resnet, transformer)")
+    try:
+        why = spec.incompatibility(shape)
+    except AttributeError:  # a check of a system's dynamics (a file has none): dimensions only
+        why = ModelSpec.incompatibility(spec, shape)
+    if why:
+        raise CLIError(f"cannot train {spec.name} on {source}: {why}")
+
+
+def check_lengths(data, fit_options: dict, source) -> None:
+    """`CLIError` naming the first trajectory too short for the model's samples: a window
+    model needs `T + pw` states (an input window and its target), any other model 2."""
+    need = fit_options.get("seq_length", 1) + (fit_options.get("prediction_window") or 1)
+    for name, n in zip(data.names, data.lengths):
+        if n < need:
+            raise CLIError(f"{source}: trajectory {name!r} has {n} states; the model needs at least "
+                           f"{need} (" + ("an input window of T states and its target shifted by "
+                           "the prediction window)" if "seq_length" in fit_options else
+                           "a state and the next)"))
+
+
+def split_by_trajectory(data: TrajectoryData, val_fraction: float, *, seed: int, source):
+    """`(train, held_out, how)`: at least one trajectory held out, chosen with `seed`;
+    `CLIError` for a file with one trajectory or a fraction outside `(0, 1)`."""
+    if not 0.0 < val_fraction < 1.0:
+        raise CLIError(f"--val-fraction must be between 0 and 1 (exclusive), got {val_fraction}")
+    n = data.n_trajectories
+    if n < 2:
+        raise CLIError(
+            f"{source} holds {n} trajectory; training on a file needs at least 2, so that "
+            "validation is on a trajectory the model has not seen")
+    key = jax.random.fold_in(jax.random.PRNGKey(seed), 11)
+    try:
+        train, held_out = data.split(1.0 - val_fraction, key=key)
+    except (ValueError, TypeError) as e:
+        raise CLIError(f"{source}: {_one_line(e)}") from None
+    how = f"{train.n_trajectories} training / {held_out.n_trajectories} held-out trajectories"
+    return train, held_out, how
+
+
+def from_file(args, spec) -> OwnData:
+    """The data of `geomlearn train --data PATH` for the model `spec`, read and checked
+    (all of it in `train`; `split_file` splits it once the model is built); nothing is
+    written."""
+    if args.n_trajectories is not None:
+        raise CLIError("--n-trajectories applies to --system data; with --data every trajectory "
+                       "of the file is used")
+    source = pathlib.Path(args.data)
+    data = read_trajectories(source, q_columns=args.q_columns, p_columns=args.p_columns)
+    shape = DataFile(data.dim, data.dim % 2 == 0, state_names(data, data.dim))
+    check_model_fits(spec, shape, source)
+    if data.n_trajectories < 2:  # before building a model
+        split_by_trajectory(data, args.val_fraction, seed=args.seed, source=source)
+    return OwnData(shape, data, None, "", {})
+
+
+def split_file(args, own: OwnData, fit_options: dict) -> OwnData:
+    """`own` split by whole trajectories, after checking that every trajectory is long
+    enough for the model's samples (`fit_options`)."""
+    data, source = own.train, pathlib.Path(args.data)
+    check_lengths(data, fit_options, source)
+    train, held_out, how = split_by_trajectory(data, args.val_fraction, seed=args.seed, source=source)
+    record = {"data_file": file_record(source), "val_fraction": args.val_fraction,
+              "q_columns": _columns(args.q_columns), "p_columns": _columns(args.p_columns),
+              "dt": data.dt}
+    description = (f"{source.name}: {data.n_trajectories} trajectories of dimension {data.dim}, "
+                   f"dt={data.dt:g}; {how}")
+    return OwnData(own.shape, train, held_out, description, record)
+
+
+def held_out_of_run(run: dict) -> TrajectoryData:
+    """The held-out trajectories of a run trained with `--data`: the file read and split
+    again as at training; `CLIError` when it is missing or its SHA-256 has changed."""
+    recorded = run["data_file"]
+    path = pathlib.Path(recorded.get("path", ""))
+    if not path.is_file():
+        raise CLIError(f"the run's data file {str(path)!r} no longer exists")
+    if file_record(path)["sha256"] != recorded.get("sha256"):
+        raise CLIError(f"the run's data file {path} has changed since training (its SHA-256 "
+                       "differs from the one in run.json)")
+    data = read_trajectories(path, q_columns=run.get("q_columns"), p_columns=run.get("p_columns"))
+    return split_by_trajectory(data, run.get("val_fraction", 0.2), seed=run.get("seed", 0),
+                               source=path)[1]

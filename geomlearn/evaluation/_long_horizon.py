@@ -1,0 +1,426 @@
+r"""Long-horizon evaluation: how a learned integrator behaves over $N \gg$ the data's steps.
+
+`long_horizon(...)` rolls a model out for `horizon` steps from each initial state and
+keeps only running statistics — no `(N, d)` array unless asked — in one compiled
+`lax.scan` over chunks of the rollout (`CHUNK` states; each chunk is the model's own
+`rollout`, continued from the last states of the previous one, so that the states are
+those of one long rollout). Step $t$ counts time steps of the data's $\Delta t$ from the
+initial state $z_0$; a transformer's window holds the given states $t < T$, so its
+statistics start at $t = T$. Per initial state:
+
+- **escape step**: the first $t$ whose state is not finite or has
+  $\|z_t\| > $ `ESCAPE_FACTOR` $\cdot B$, with $B$ the data's bound (the largest state
+  norm in the data); `None` if there is none within the horizon.
+- **valid time**: the first $t$ with $\|z_t - r_t\| / \|r_t\| >$ `VALID_TOLERANCE`,
+  where $r_t$ is the reference solution — the system integrated alongside the model, in
+  the same scan, by a reference integrator with the data's $\Delta t$, from the last
+  given state. `None` without a system (or a time step), or when there is no crossing.
+- per **invariant** $I$: the relative deviation
+  $\delta_t = (I(z_t) - I(z_0)) / \max_i |I(z^i_0)|$ (relative to the largest initial
+  value over the initial states, as `evaluate`'s drift), its maximum
+  $\max_t |\delta_t|$ over the horizon, and its **secular trend**: the slope $b$ of the
+  least-squares line $\delta_t \approx a + b\,t$, reported per `TREND_STEPS` steps. Over
+  the horizon the line changes by $bN$: for a steady drift that is the drift itself
+  ($bN = \max_t|\delta_t|$ for $\delta_t = bt$), for an oscillation over many periods a
+  small fraction of its amplitude (of order $1/(\text{number of periods})$), so the two
+  are told apart by $|b|N$ against $\max_t |\delta_t|$. The regression sums are
+  streamed with the stable pairwise update of Chan, Golub & LeVeque (the centred sums
+  $S_{tt} = \sum (t - \bar t)^2$ and $S_{t\delta} = \sum (t - \bar t)(\delta_t - \bar\delta)$
+  of each chunk, merged), so $b = S_{t\delta} / S_{tt}$ stays accurate in float32 over
+  $10^6$ steps.
+- a decimated series of $\delta_t$ at about `N_SERIES` log-spaced steps (for plots).
+
+States after the escape step count for none of the invariant statistics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._format import fmt
+from .._validation import check_int
+
+__all__ = [
+    "LongHorizon",
+    "long_horizon",
+    "long_horizon_rows",
+    "escape_warning",
+    "ESCAPE_FACTOR",
+    "VALID_TOLERANCE",
+    "TREND_STEPS",
+    "N_SERIES",
+    "CHUNK",
+]
+
+ESCAPE_FACTOR = 10.0
+"""A rollout has escaped when its state norm exceeds this multiple of the data's bound."""
+
+VALID_TOLERANCE = 0.1
+"""The relative error against the reference solution that ends the valid time."""
+
+TREND_STEPS = 10_000
+"""The secular trend of an invariant is reported as its change per this many steps."""
+
+N_SERIES = 200
+"""About this many log-spaced steps of the drift series are kept (for plots)."""
+
+CHUNK = 1000
+"""States per chunk of the streaming scan (rounded up to a multiple of the states one
+model step appends)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """The static shape of a streaming run."""
+
+    horizon: int
+    n_init: int
+    chunk: int
+    n_chunks: int
+    samples: tuple[int, ...]
+    keep_states: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class LongHorizon:
+    """The result of `long_horizon`.
+
+    **Fields:** `metrics` (JSON-serialisable: see `long_horizon`); `steps` (the steps of
+    the decimated series, `(S,)`); `drift` (per invariant, the relative deviation
+    $\\delta_t$ at those steps, `(B, S)`, NaN at and after an escape); `max_drift` (per
+    invariant, the running maximum $\\max_{s \\le t} |\\delta_s|$ at those steps, `(B, S)`,
+    NaN likewise); `norm` (the state
+    norm over the data's bound at those steps, `(B, S)`, NaN where not finite); `states`
+    (the whole rollout `(B, horizon + 1, d)` when asked for with `keep_states=True`, else
+    `None`).
+    """
+
+    metrics: dict
+    steps: np.ndarray
+    drift: dict
+    max_drift: dict
+    norm: np.ndarray
+    states: np.ndarray | None = None
+
+
+def _first(flags, t, current):
+    """The first `t` where `flags`, unless `current` (−1: none yet) is already set."""
+    hit = jnp.any(flags)
+    return jnp.where((current < 0) & hit, t[jnp.argmax(flags)], current)
+
+
+def _merge_regression(acc, alive, t, delta):
+    """Merge the centred regression sums of this chunk into `acc` (Chan et al.)."""
+    w = alive.astype(delta.dtype)
+    nb = jnp.sum(w)
+    safe = jnp.maximum(nb, 1.0)
+    mtb = jnp.sum(w * t) / safe
+    mdb = jnp.sum(w[None] * delta, axis=-1) / safe
+    ct = jnp.where(alive, t - mtb, 0.0)
+    cd = jnp.where(alive[None], delta - mdb[:, None], 0.0)
+    sttb = jnp.sum(ct * ct)
+    stdb = jnp.sum(ct[None] * cd, axis=-1)
+    na = acc["n"]
+    n = na + nb
+    frac = nb / jnp.maximum(n, 1.0)
+    dt_, dd = mtb - acc["mean_t"], mdb - acc["mean_d"]
+    cross = na * frac
+    return dict(
+        acc,
+        n=n,
+        mean_t=acc["mean_t"] + dt_ * frac,
+        mean_d=acc["mean_d"] + dd * frac,
+        stt=acc["stt"] + sttb + dt_ * dt_ * cross,
+        std=acc["std"] + stdb + dt_ * dd * cross,
+    )
+
+
+def _update(acc, new, ref, ref_ok, t, consts, plan: _Plan):
+    """The statistics of one chunk of new states `(C, d)` at steps `t`, merged into `acc`."""
+    in_h = t <= plan.horizon
+    norms = jnp.sqrt(jnp.sum(new * new, axis=-1))
+    finite = jnp.all(jnp.isfinite(new), axis=-1)
+    escape = _first(in_h & ~(finite & (norms <= consts["limit"])), t, acc["escape"])
+    alive = in_h & ((escape < 0) | (t < escape))
+    acc = dict(acc, escape=escape)
+    if ref is not None:
+        err = jnp.sqrt(jnp.sum((new - ref) ** 2, axis=-1)) / jnp.sqrt(jnp.sum(ref * ref, axis=-1))
+        acc["valid"] = _first(in_h & ref_ok & ~(err <= consts["tolerance"]), t, acc["valid"])
+        acc["ref_fail"] = _first(in_h & ~ref_ok, t, acc["ref_fail"])
+    tf = t.astype(new.dtype)
+    if consts["fns"]:
+        vals = jnp.stack([jax.vmap(fn)(new) for fn in consts["fns"]])  # (n_inv, C)
+        delta = (vals - consts["start"][:, None]) / consts["scale"][:, None]
+        delta = jnp.where(alive[None], delta, 0.0)
+        running = jnp.maximum(acc["max"][:, None], jax.lax.cummax(jnp.abs(delta), axis=1))
+        acc["max"] = running[:, -1]
+        acc = _merge_regression(acc, alive, tf, delta)
+    else:
+        acc = _merge_regression(acc, alive, tf, jnp.zeros((0, t.shape[0]), new.dtype))
+    pos = jnp.asarray(plan.samples, jnp.int32) - t[0]
+    inside = (pos >= 0) & (pos < t.shape[0])
+    p = jnp.clip(pos, 0, t.shape[0] - 1)
+    if consts["fns"]:
+        keep = (inside & alive[p])[None]
+        acc["series"] = jnp.where(keep, delta[:, p], acc["series"])
+        acc["series_max"] = jnp.where(keep, running[:, p], acc["series_max"])
+    acc["norm"] = jnp.where(inside & finite[p], norms[p] / consts["bound"], acc["norm"])
+    return acc
+
+
+def _reference_chunk(system, integrator, dt, rstate, length: int):
+    """`length` steps of the reference integrator: `(states (C, d), ok (C,), rstate)`."""
+
+    def body(carry, _):
+        r, ok = carry
+        r, converged = integrator.step(system, r, dt)
+        ok = ok & converged & jnp.all(jnp.isfinite(r))
+        return (r, ok), (r, ok)
+
+    rstate, (rs, oks) = jax.lax.scan(body, rstate, None, length=length)
+    return rs, oks, rstate
+
+
+def _initial_acc(n_inv: int, n_samples: int, dtype):
+    none = jnp.asarray(-1, jnp.int32)
+    zero = jnp.zeros((), dtype)
+    return {
+        "escape": none, "valid": none, "ref_fail": none,
+        "n": zero, "mean_t": zero, "stt": zero,
+        "mean_d": jnp.zeros((n_inv,), dtype), "std": jnp.zeros((n_inv,), dtype),
+        "max": jnp.zeros((n_inv,), dtype),
+        "series": jnp.full((n_inv, n_samples), jnp.nan, dtype),
+        "series_max": jnp.full((n_inv, n_samples), jnp.nan, dtype),
+        "norm": jnp.full((n_samples,), jnp.nan, dtype),
+    }
+
+
+@eqx.filter_jit
+def _stream(model, task, initial, ref_start, start, consts, reference, plan: _Plan):
+    """The vmapped streaming scan: per initial state, the accumulated statistics (and,
+    with `plan.keep_states`, the new states of every chunk)."""
+    C, n_init = plan.chunk, plan.n_init
+    dtype = ref_start.dtype
+
+    def one(mstate, rstate, start_values):
+        def body(carry, c):
+            mstate, rstate, acc = carry
+            pts = model.rollout(mstate, C + n_init, task)
+            new = pts[n_init:]
+            mstate = model.initial_states(pts[None, C:], task)[0]
+            t = n_init + c * C + jnp.arange(C, dtype=jnp.int32)
+            ref = ok = None
+            if reference is not None:
+                system, integrator, dt = reference
+                ref, ok, rstate = _reference_chunk(system, integrator, dt, rstate, C)
+            acc = _update(acc, new, ref, ok, t, dict(consts, start=start_values), plan)
+            return (mstate, rstate, acc), (new if plan.keep_states else None)
+
+        acc0 = _initial_acc(len(consts["fns"]), len(plan.samples), dtype)
+        rstate0 = None if reference is None else (rstate, jnp.asarray(True))
+        steps = jnp.arange(plan.n_chunks, dtype=jnp.int32)
+        (_, _, acc), kept = jax.lax.scan(body, (mstate, rstate0, acc0), steps)
+        return acc, kept
+
+    return jax.vmap(one)(initial, ref_start, start)
+
+
+def _plan(model, task, horizon: int, keep_states: bool, n_series: int, chunk: int) -> _Plan:
+    n_init = model.n_initial_points(task)
+    if horizon < n_init:
+        raise ValueError(
+            f"horizon={horizon} does not go beyond the {n_init} given states of the initial window"
+        )
+    per_step = task.prediction_window or 1
+    n_new = horizon + 1 - n_init
+    C = min(chunk, n_new)
+    C = -(-C // per_step) * per_step
+    samples = np.unique(np.round(np.geomspace(max(n_init, 1), horizon, n_series)).astype(int))
+    return _Plan(horizon=horizon, n_init=n_init, chunk=C, n_chunks=-(-n_new // C),
+                 samples=tuple(int(s) for s in samples), keep_states=bool(keep_states))
+
+
+def _optional_step(value: int):
+    return None if value < 0 else int(value)
+
+
+def _survival_median(steps, horizon: int):
+    """The median first-event step, counting trajectories without one as beyond the
+    horizon: `None` unless at least half of them had the event."""
+    arr = np.array([np.inf if s is None else s for s in steps], dtype=np.float64)
+    med = float(np.median(arr))
+    return None if not np.isfinite(med) else (int(med) if med.is_integer() else med)
+
+
+def _summary_metrics(acc, plan: _Plan, names, *, bound, method_name):
+    """The JSON-serialisable metrics of the accumulated statistics."""
+    escape = [_optional_step(s) for s in np.asarray(acc["escape"])]
+    valid = [_optional_step(s) for s in np.asarray(acc["valid"])]
+    ref_fail = [_optional_step(s) for s in np.asarray(acc["ref_fail"])]
+    n = np.asarray(acc["n"], dtype=np.float64)
+    stt = np.asarray(acc["stt"], dtype=np.float64)
+    std = np.asarray(acc["std"], dtype=np.float64)
+    top = np.asarray(acc["max"], dtype=np.float64)
+    invariants = {}
+    for i, name in enumerate(names):
+        drift = [float(top[b, i]) if n[b] >= 1 else None for b in range(len(n))]
+        trend = [float(std[b, i] / stt[b] * TREND_STEPS) if n[b] >= 2 and stt[b] > 0 else None
+                 for b in range(len(n))]
+        known_d = [d for d in drift if d is not None]
+        known_t = [x for x in trend if x is not None]
+        invariants[name] = {
+            "max_drift": drift, "trend": trend,
+            "worst_max_drift": max(known_d) if known_d else None,
+            "worst_trend": max(known_t, key=abs) if known_t else None,
+        }
+    escaped = [s for s in escape if s is not None]
+    crossed = [s for s in valid if s is not None]
+    return {
+        "horizon": plan.horizon,
+        "n_trajectories": len(escape),
+        "data_bound": float(bound),
+        "escape_bound": float(ESCAPE_FACTOR * bound),
+        "escape_step": escape,
+        "n_escaped": len(escaped),
+        "min_escape_step": min(escaped) if escaped else None,
+        "median_escape_step": _survival_median(escape, plan.horizon),
+        "valid_tolerance": VALID_TOLERANCE,
+        "reference_method": method_name,
+        "valid_time": valid,
+        "min_valid_time": min(crossed) if crossed else None,
+        "median_valid_time": _survival_median(valid, plan.horizon) if method_name else None,
+        "reference_failed_step": ref_fail if method_name else None,
+        "trend_steps": TREND_STEPS,
+        "invariants": invariants,
+    }
+
+
+def long_horizon(
+    model,
+    task,
+    states,
+    *,
+    horizon: int,
+    invariants: dict,
+    bound: float,
+    system=None,
+    integrator=None,
+    dt: float | None = None,
+    keep_states: bool = False,
+    n_series: int = N_SERIES,
+    chunk: int = CHUNK,
+) -> LongHorizon:
+    r"""Stream a rollout of `horizon` steps from each trajectory's start (see the module
+    documentation for what is measured).
+
+    **Arguments:**
+
+    - `model`, `task`: a geomlearn model and its validated rollout `Task`.
+    - `states`: the data `(B, n, d)` whose first states start the rollouts (a
+      transformer's window takes the first `T`); `z_0` of each row is the start value of
+      the invariants, and the last given state starts the reference.
+    - `horizon`: the number of steps $N$ (states $z_1 … z_N$ are produced).
+    - `invariants`: `{name: function}`, each mapping one state `(d,)` to a scalar.
+    - `bound`: the data's bound $B$ (a rollout escapes beyond `ESCAPE_FACTOR` $\cdot B$).
+    - `system`, `integrator`, `dt`: the reference (a system, an `AbstractIntegrator` and
+      the data's time step); without all three there is no valid time.
+    - `keep_states`: also return the whole rollout `(B, horizon + 1, d)`.
+    - `n_series`: about how many log-spaced steps the drift series keeps.
+    - `chunk`: states per chunk of the scan (memory `B · chunk · d`).
+
+    **Returns:** a `LongHorizon`, whose `metrics` hold `horizon`, `n_trajectories`,
+    `data_bound`, `escape_bound`, per trajectory `escape_step` and `valid_time`
+    (`None`: not within the horizon), `n_escaped`, `min_escape_step`,
+    `median_escape_step` (counting rollouts that did not escape as beyond the horizon:
+    `None` unless at least half escaped), `min_valid_time`, `median_valid_time`,
+    `valid_tolerance`, `reference_method`, `reference_failed_step` (per trajectory, the
+    first step where the reference integrator failed, else `None`), `trend_steps`,
+    `seconds` (wall time, compilation included), and per invariant `max_drift` and
+    `trend` (per trajectory lists) with `worst_max_drift` and `worst_trend` (the trend
+    of largest magnitude).
+
+    ```python
+    task = model.task(data_dt=data.dt)
+    result = long_horizon(model, task, data.states, horizon=100_000,
+                          invariants=system.invariants, bound=1.0, system=system,
+                          integrator=GaussLegendre6(), dt=data.dt)
+    result.metrics["n_escaped"], result.metrics["invariants"]["energy"]["worst_trend"]
+    ```
+    """
+    horizon = check_int("horizon", horizon, minimum=1)
+    chunk = check_int("chunk", chunk, minimum=1)
+    n_series = check_int("n_series", n_series, minimum=2)
+    states = jnp.asarray(states)
+    # A step that cannot be computed (an unconverged implicit solve) is NaN here, and so
+    # counts as an escape instead of ending the evaluation.
+    task = dataclasses.replace(task, nan_on_failure=True)
+    plan = _plan(model, task, horizon, keep_states, n_series, chunk)
+    dtype = states.dtype
+    names = list(invariants)
+    fns = tuple(invariants.values())
+    z0 = states[:, 0]
+    start = jnp.stack([jax.vmap(fn)(z0) for fn in fns], axis=-1) if fns else jnp.zeros(
+        (states.shape[0], 0), dtype)
+    scale = jnp.max(jnp.abs(start), axis=0) if fns else jnp.zeros((0,), dtype)
+    consts = {"fns": fns, "scale": jnp.where(scale > 0, scale, 1.0).astype(dtype),
+              "limit": jnp.asarray(ESCAPE_FACTOR * bound, dtype),
+              "tolerance": jnp.asarray(VALID_TOLERANCE, dtype), "bound": jnp.asarray(bound, dtype)}
+    use_reference = system is not None and integrator is not None and dt is not None
+    reference = (system, integrator, jnp.asarray(dt, dtype)) if use_reference else None
+    initial = model.initial_states(states, task)
+    started = time.perf_counter()
+    acc, kept = jax.block_until_ready(
+        _stream(model, task, initial, states[:, plan.n_init - 1], start, consts, reference, plan))
+    seconds = time.perf_counter() - started
+    metrics = _summary_metrics(acc, plan, names, bound=bound,
+                               method_name=integrator.name if use_reference else None)
+    metrics["seconds"] = seconds
+    full = None
+    if keep_states:
+        new = np.asarray(kept).reshape(states.shape[0], -1, states.shape[-1])
+        full = np.concatenate([np.asarray(states[:, : plan.n_init]), new], axis=1)[:, : horizon + 1]
+    series = np.asarray(acc["series"], dtype=np.float64)
+    running = np.asarray(acc["series_max"], dtype=np.float64)
+    return LongHorizon(metrics=metrics, steps=np.asarray(plan.samples),
+                       drift={name: series[:, i] for i, name in enumerate(names)},
+                       max_drift={name: running[:, i] for i, name in enumerate(names)},
+                       norm=np.asarray(acc["norm"], dtype=np.float64), states=full)
+
+
+def long_horizon_rows(m: dict) -> list[tuple[str, str]]:
+    """The rows `(name, text)` of the long-horizon metrics `m` for a summary table."""
+    n = m["n_trajectories"]
+    rows = [("long horizon", f"{m['horizon']} steps from {n} initial state{'s' * (n != 1)} "
+                             f"({fmt(m.get('seconds'))} s)")]
+    esc = f"{m['n_escaped']} of {m['n_trajectories']}   (state norm > {fmt(m['escape_bound'])})"
+    if m["n_escaped"]:
+        esc += f"   first at step {m['min_escape_step']}, median {fmt(m['median_escape_step'])}"
+    rows.append(("escaped", esc))
+    if m["reference_method"] is None:
+        rows.append(("valid time", "n/a (no reference solution)"))
+    else:
+        crossed = sum(v is not None for v in m["valid_time"])
+        rows.append(("valid time", f"median step {fmt(m['median_valid_time'])}   min "
+                     f"{fmt(m['min_valid_time'])}   ({crossed} of {m['n_trajectories']} beyond "
+                     f"{m['valid_tolerance']:g} relative error vs {m['reference_method']})"))
+    for name, v in m["invariants"].items():
+        trend = v["worst_trend"]
+        rows.append((f"{name}, long", f"max drift {fmt(v['worst_max_drift'])}   trend "
+                     f"{'n/a' if trend is None else f'{trend:+.2e}'} per {m['trend_steps']} steps"))
+    return rows
+
+
+def escape_warning(m: dict) -> str | None:
+    """A one-line warning when any rollout of the long-horizon metrics `m` escaped, else
+    `None`."""
+    if not m or not m["n_escaped"]:
+        return None
+    return (f"warning: {m['n_escaped']} of {m['n_trajectories']} rollouts escaped (state not "
+            f"finite or norm > {fmt(m['escape_bound'])}, {ESCAPE_FACTOR:g} × the data's bound) "
+            f"within {m['horizon']} steps; first at step {m['min_escape_step']}")

@@ -1,0 +1,131 @@
+"""Write the model files that the test suite loads from now on (`tests/test_compat.py`).
+
+Run **only when the file format changes** (a new format version, a class's new
+layout, a new public model family), from the repository root:
+
+    python tests/data/make_fixtures.py
+
+It writes one small model per public family, `tests/data/models/<Class>.geomlearn`,
+and the outputs each must give at fixed inputs, `tests/data/models/expected.npz`.
+Files already committed are never rewritten (a file written by a released version
+must keep loading; `--force` rewrites them, for a format that was never released).
+Besides today's files it writes the older forms that the compatibility rule covers:
+`LagrangianNeuralNetwork-layout1.geomlearn` (no `mass` array, no layout recorded) and
+`HamiltonianNeuralNetwork-no-dt.geomlearn` (no `dt` in its configuration), made by
+writing today's model in the form those versions wrote; and one training checkpoint.
+See `docs/persistence.md`.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import struct
+import sys
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import geomlearn as gl
+from geomlearn.io import _container
+from geomlearn.models import AbstractHamiltonianModel, AbstractTransformerIntegrator, MultiStep
+
+HERE = pathlib.Path(__file__).resolve().parent / "models"
+
+#: One small model per public family (float32, fixed keys).
+CASES = {
+    "GSympNet": lambda k: gl.GSympNet(2, n_layers=2, width=3, activation="sigmoid", key=k),
+    "LASympNet": lambda k: gl.LASympNet(4, n_layers=2, n_linear=2, key=k),
+    "HenonNet": lambda k: gl.HenonNet(2, n_layers=2, width=3, key=k),
+    "PSympNet": lambda k: gl.PSympNet(4, n_layers=2, max_degree=3, min_degree=1, symmetric=True, key=k),
+    "RSympNet": lambda k: gl.RSympNet(2, n_layers=2, width=3, key=k),
+    "LiePoissonNet": lambda k: gl.models.LiePoissonNet(3, n_layers=2, width=2, key=k),
+    "LagrangianNeuralNetwork": lambda k: gl.LagrangianNeuralNetwork(2, width=4, depth=1, key=k),
+    "ResNet": lambda k: gl.ResNet(3, width=4, depth=1, key=k),
+    "HamiltonianNeuralNetwork": lambda k: gl.HamiltonianNeuralNetwork(2, width=4, depth=1, dt=0.1, key=k),
+    "VolumePreservingFeedForward": lambda k: gl.VolumePreservingFeedForward(3, n_blocks=1, key=k),
+    "VolumePreservingTransformer": lambda k: gl.VolumePreservingTransformer(3, n_blocks=1, L=2, key=k),
+    "Transformer": lambda k: gl.Transformer(4, n_heads=2, L=1, n_blocks=1, key=k),
+    "LinearSymplecticTransformer": lambda k: gl.LinearSymplecticTransformer(4, 3, key=k),
+    "SymplecticTransformer": lambda k: gl.SymplecticTransformer(4, L=1, key=k),
+    "SymplecticAutoencoder": lambda k: gl.SymplecticAutoencoder(
+        8, 2, width=3, n_encoder_blocks=1, n_decoder_blocks=1, key=k),
+    "ReducedIntegrator": lambda k: gl.ReducedIntegrator(
+        8, 2, n_layers=1, width=3, autoencoder_width=3, n_encoder_blocks=1, key=k),
+    "MultiStep": lambda k: MultiStep(gl.HenonNet(2, n_layers=1, width=2, key=k), 3),
+}
+
+
+def _input(shape):
+    """A fixed float32 input (NumPy's generator: the same with or without 64-bit JAX)."""
+    return jnp.asarray(np.random.default_rng(7).standard_normal(shape).astype(np.float32))
+
+
+def output(model):
+    """The numbers a fixture's model must reproduce: its map (or its Hamiltonian and
+    vector field) at a fixed input."""
+    if isinstance(model, MultiStep):
+        return output(model.model)
+    if isinstance(model, AbstractTransformerIntegrator):
+        return model(_input((model.seq_length or 3, model.dim)))
+    if isinstance(model, AbstractHamiltonianModel):
+        z = _input((model.dim,))
+        return jnp.concatenate([model.hamiltonian(z)[None], model.vector_field(z)])
+    return model(_input((model.dim,)))
+
+
+def _rewrite(path: pathlib.Path, out: pathlib.Path, edit_header, model_section=None) -> None:
+    """Write `path` again as `out`, its header changed by `edit_header` (and its model
+    section replaced): how an older version wrote the same model."""
+    header, sections = _container.read_container(path)
+    header.pop("sections")
+    edit_header(header)
+    if model_section is not None:
+        sections["model"] = model_section
+    _container.write_container(out, header, sections)
+
+
+def _older_forms(expected: dict) -> None:
+    lnn = gl.load(HERE / "LagrangianNeuralNetwork.geomlearn")
+    stripped = eqx.tree_at(lambda m: m.mass, lnn, None)
+    _rewrite(HERE / "LagrangianNeuralNetwork.geomlearn", HERE / "LagrangianNeuralNetwork-layout1.geomlearn",
+             lambda h: h.pop("layout"), _container.serialise(stripped))
+    expected["LagrangianNeuralNetwork-layout1"] = np.asarray(output(lnn))  # mass = I at init
+    hnn = gl.load(HERE / "HamiltonianNeuralNetwork.geomlearn")
+    _rewrite(HERE / "HamiltonianNeuralNetwork.geomlearn", HERE / "HamiltonianNeuralNetwork-no-dt.geomlearn",
+             lambda h: (h["config"].pop("dt"), h.pop("layout")))
+    expected["HamiltonianNeuralNetwork-no-dt"] = np.asarray(output(hnn))
+
+
+def _checkpoint(expected: dict) -> None:
+    data = gl.TrajectoryData(np.stack([np.cos(np.linspace(0, 2, 12)), -np.sin(np.linspace(0, 2, 12))],
+                                      axis=-1)[None].astype(np.float32), 0.1)
+    model = gl.GSympNet(2, n_layers=1, width=2, key=jax.random.PRNGKey(3))
+    model, _ = gl.fit(model, data, epochs=2, key=jax.random.PRNGKey(4), progress=False,
+                      checkpoint=HERE / "GSympNet-checkpoint.geomlearn")
+    expected["GSympNet-checkpoint"] = np.asarray(output(model))
+
+
+def main(force: bool = False) -> None:
+    HERE.mkdir(exist_ok=True)
+    expected_file = HERE / "expected.npz"
+    expected = dict(np.load(expected_file)) if expected_file.exists() else {}
+    for i, (name, build) in enumerate(CASES.items()):
+        path = HERE / f"{name}.geomlearn"
+        if path.exists() and name in expected and not force:
+            continue
+        model = build(jax.random.PRNGKey(i))
+        gl.save(path, model)
+        expected[name] = np.asarray(output(model))
+    if force or "LagrangianNeuralNetwork-layout1" not in expected:
+        _older_forms(expected)
+    if force or "GSympNet-checkpoint" not in expected:
+        _checkpoint(expected)
+    np.savez(expected_file, **expected)
+    print(json.dumps({k: list(v.shape) for k, v in sorted(expected.items())}))
+
+
+if __name__ == "__main__":
+    main(force="--force" in sys.argv[1:])
