@@ -17,14 +17,6 @@ import itertools
 import os
 import subprocess
 
-# The in-process tests run thousands of tiny programs whose cost is compilation, not
-# execution: compile them without LLVM's optimisation passes (about a quarter less CPU
-# time). XLA reads the flag once, when JAX starts its backend, so it is set for that
-# moment only: every process a test starts (command lines, notebooks, benchmarks)
-# inherits the environment as it was and compiles with XLA's defaults.
-_XLA_FLAGS = os.environ.get("XLA_FLAGS")
-os.environ["XLA_FLAGS"] = " ".join(filter(None, [_XLA_FLAGS, "--xla_backend_optimization_level=0"]))
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,11 +25,6 @@ import pytest
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
-jax.devices()  # start the backend with the flag above, then restore the environment
-if _XLA_FLAGS is None:
-    del os.environ["XLA_FLAGS"]
-else:
-    os.environ["XLA_FLAGS"] = _XLA_FLAGS
 
 FLOAT_DTYPES = [jnp.float32, jnp.float64]
 
@@ -46,6 +33,24 @@ TOLERANCES = {
     np.dtype(np.float64): {"structure": 1e-12, "close": 1e-12},
     np.dtype(np.float32): {"structure": 1e-5, "close": 1e-5},
 }
+
+
+def pytest_configure(config):
+    """The fast tier (`-m "not slow"`, the default) runs thousands of tiny programs whose
+    cost is compilation, not execution: it compiles them without LLVM's optimisation
+    passes (about a quarter less CPU time). XLA reads the flag once, when JAX starts its
+    backend, so it is set for that moment only; every other run, and every process a
+    test starts, compiles with XLA's defaults (the slow tier compares tables computed in
+    and out of process bit for bit, and optimisation can move a float32 rounding)."""
+    if (config.option.markexpr or "").strip() != "not slow":
+        return
+    before = os.environ.get("XLA_FLAGS")
+    os.environ["XLA_FLAGS"] = " ".join(filter(None, [before, "--xla_backend_optimization_level=0"]))
+    jax.devices()
+    if before is None:
+        del os.environ["XLA_FLAGS"]
+    else:
+        os.environ["XLA_FLAGS"] = before
 
 
 #: Module fixtures that train through `geomlearn.cli.main`; their users are slow-tier tests.
