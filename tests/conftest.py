@@ -114,15 +114,44 @@ def _fast_tier_stays_in_process(request, monkeypatch):
     monkeypatch.setattr(subprocess, "Popen", refuse)
 
 
+def _memory_maps() -> int | None:
+    """The number of memory mappings of this process (`None` where `/proc` is absent)."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return f.read().count(b"\n")
+    except OSError:
+        return None
+
+
+def _map_budget() -> int:
+    """Half of the kernel's limit on memory mappings per process (`vm.max_map_count`)."""
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read()) // 2
+    except (OSError, ValueError):
+        return 65530 // 2
+
+
+MAP_BUDGET = _map_budget()
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _release_compiled_code():
-    """Drop JAX's compiled executables and trace caches after each test module.
+    """Drop JAX's compiled executables when this process's memory-map table is half full.
 
-    Without this, one pytest process keeps every program it compiled alive for the whole
-    run, and near the end of the in-process tier XLA's CPU compiler has crashed with a
-    segmentation fault (in `backend_compile_and_load`, compiling a small slice under
-    `jacfwd` in tests/test_volume_preserving.py; the same test passes alone and with the
-    caches cleared per module). Modules share little compiled code, so clearing costs
-    little."""
+    Every program XLA compiles for the CPU keeps about six memory mappings (its code and
+    data sections) for as long as it is cached, and the kernel refuses a process more than
+    `vm.max_map_count` mappings (65,530 by default). At the limit XLA's LLVM code
+    generator logs "LLVM compilation error: Cannot allocate memory" and the process dies
+    with a segmentation fault in `backend_compile_and_load` — what ended in-process runs
+    of this suite near their end (about 10,000 programs compiled in one process; any
+    test compiling then was the victim). `tools/xla_map_limit.py` reproduces it in
+    seconds and `tests/test_map_limit.py` checks both the crash and this guard.
+
+    Compiled code is shared across modules (a module compiles at most a few thousand
+    mappings' worth, so checking after each module keeps well below the limit); where
+    the count cannot be read the caches are cleared after every module instead."""
     yield
-    jax.clear_caches()
+    maps = _memory_maps()
+    if maps is None or maps > MAP_BUDGET:
+        jax.clear_caches()
