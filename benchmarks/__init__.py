@@ -37,11 +37,15 @@ BENCHMARKS: dict[str, str] = {
     "toda_reduction": "benchmarks.toda_reduction",
     "new_families": "benchmarks.new_families",
     "positional_encoding": "benchmarks.positional_encoding",
+    "positional_encoding_lm": "benchmarks.positional_encoding_lm",
     "long_rollout": "benchmarks.long_rollout",
+    "dissipation": "benchmarks.dissipation",
 }
 
 #: one-line descriptions, kept here so that `python -m benchmarks` lists without importing.
 DESCRIPTIONS: dict[str, str] = {
+    "dissipation": "damped pendulum: ConformalSympNet vs GSympNet vs ResNet (γ recovery, "
+    "1000-step rollout); forced Duffing: PortHamiltonianNN (damping, forcing amplitude)",
     "training_throughput": "SympNets pendulum GSympNet on one core: geomlearn.fit vs the "
     "bare lax.scan of the same Adam update (iterations/s, compile time); batch-size sweep",
     "rollout_speed": "VPT rollout of 250,000 states vs implicit midpoint on one core; "
@@ -58,6 +62,8 @@ DESCRIPTIONS: dict[str, str] = {
     "dims 2 and 8; reduced Hamiltonian system and a learned reduced SympNet vs full order",
     "positional_encoding": "positional encoding placements: order-dependent (driven "
     "pendulum, pulsating rigid body) vs Markov problems, equal budget, median of seeds",
+    "positional_encoding_lm": "positional encoding with / without at equal wall time, LM and "
+    "Adam, every transformer family, Markov and order-dependent problems",
     "long_rollout": "bounded horizon of 1e5-state rollouts of VPT, SymT, LST, ST after LM "
     "training; multi-step (k-window) vs one-window loss at equal CPU time",
 }

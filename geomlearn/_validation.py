@@ -65,6 +65,15 @@ def check_bool(name: str, value) -> bool:
     return bool(value)
 
 
+def check_stored_dt(dt) -> float | None:
+    """A model's stored time step: `None` or a finite number `> 0`, as a float."""
+    if dt is None:
+        return None
+    if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not (math.isfinite(dt) and dt > 0):
+        raise ValueError(f"dt must be None or a finite number > 0, got {dt!r}")
+    return float(dt)
+
+
 def step_size(h, dtype):
     """A step size `h` as a 0-d array of `dtype`, or `None` (no scaling).
 

@@ -48,6 +48,7 @@ __all__ = [
     "hat_matrix",
     "poisson_residual",
     "casimir_residual",
+    "conformal_symplecticity_residual",
     "structure_residuals",
 ]
 
@@ -237,6 +238,25 @@ def casimir_residual(f: Callable[[State], State], x: Float[Array, " 3"]) -> Scal
     y = jnp.asarray(f(x)).reshape(3)
     c0 = jnp.sum(x * x)
     return jnp.abs(jnp.sum(y * y) - c0) / c0
+
+
+def conformal_symplecticity_residual(f: Callable[[State], State], x: State, factor) -> Scalar:
+    r"""Relative violation of conformal symplecticity with the factor $c$ = `factor`,
+    $\|M^\top \Omega M - c\,\Omega\|_F / (c\,\|\Omega\|_F)$.
+
+    $M$ is `jacobian(f, x)` and $\Omega$ as in `symplecticity_residual`. It is zero
+    exactly when $M^\top\Omega M = c\,\Omega$: the map contracts (or expands) the
+    symplectic form by the one factor $c$ — the flow of a Hamiltonian system with linear
+    damping $\dot p = -\partial_q H - \gamma p$ over a time $t$ has $c = e^{-\gamma t}$.
+    `factor = 1` gives `symplecticity_residual`.
+
+    **Arguments:** `f`, the map to test; `x`, a point `(2n,)` or a window `(T, 2n)`;
+    `factor`, the factor $c > 0$ (a scalar, may be traced).
+
+    **Returns:** a non-negative scalar in `x`'s dtype.
+    """
+    c = jnp.asarray(factor, dtype=jnp.result_type(x))
+    return symplecticity_residual(lambda v: f(v) / jnp.sqrt(c), x)
 
 
 def structure_residuals(fmap: Callable[[State], State], points, dim: int) -> dict[str, float]:

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["report", "reduction_report"]
+__all__ = ["report", "reduction_report", "energy_report"]
 
 
 def _pyplot(path):
@@ -95,6 +95,29 @@ def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
     fig.suptitle(f"{metrics['model']} on {on} ({metrics['structure']})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def energy_report(path, *, series, title: str = "energy") -> bool:
+    """The stored energy against time of a damped or driven system: the reference and
+    the model's rollout (the decay it predicts), the mean over the trajectories
+    (`series` as returned by `geomlearn.evaluation.dissipation_metrics`).
+
+    **Returns:** `True`, or `False` (with a message on stderr) when matplotlib is missing.
+    """
+    plt = _pyplot(path)
+    if plt is None:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(series["t"], series["reference"], "k-", label="reference")
+    ax.plot(series["t"], series["model"], "C1--", label="model (predicted decay)")
+    ax.set_xlabel("time")
+    ax.set_ylabel("energy H (mean over trajectories)")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
 

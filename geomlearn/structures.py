@@ -11,6 +11,8 @@ window update keeps anything — turns the name into one of these objects once, 
 | `"symplectic"` | $D\Phi^\top \mathbb{J} D\Phi = \mathbb{J}$ | symplecticity, volume |
 | `"volume"` | $\lvert\det D\Phi\rvert = 1$ | volume |
 | `"lie-poisson"` | $D\Phi\,\hat z\,D\Phi^\top = \widehat{\Phi(z)}$ on $\mathfrak{so}(3)^*$, $\lvert\Phi(z)\rvert = \lvert z\rvert$ | poisson, casimir, volume |
+| `"conformal-symplectic"` | $D\Phi^\top \mathbb{J} D\Phi = c\,\mathbb{J}$, one constant $c$ (the model's, e.g. $e^{-\gamma h}$) | conformal symplecticity |
+| `"energy-balance"` | $H(z_{n+1}) - H(z_n) = -h\,\bar\nabla H^\top R\,\bar\nabla H + h\,\bar\nabla H^\top F$ (discrete gradient) | energy balance |
 | `"none"` | nothing | none |
 
 A symplectic map preserves volume too ($\det D\Phi = \pm 1$ follows from
@@ -28,6 +30,8 @@ __all__ = [
     "Symplectic",
     "VolumePreserving",
     "LiePoisson",
+    "ConformalSymplectic",
+    "EnergyBalance",
     "NoStructure",
     "STRUCTURE_NAMES",
     "structure_named",
@@ -85,6 +89,26 @@ class LiePoisson(AbstractStructure):
     residuals = frozenset({"poisson", "casimir", "volume"})
 
 
+class ConformalSymplectic(AbstractStructure):
+    r"""$D\Phi^\top \mathbb{J} D\Phi = c\,\mathbb{J}$ with one constant $c > 0$ for
+    every point (the model's conformal factor, $c = e^{-\gamma h}$ for a linearly damped
+    step; `geomlearn.geometry.conformal_symplecticity_residual`). The map contracts
+    volume by $c^n$, so neither symplecticity nor volume is claimed."""
+
+    name = "conformal-symplectic"
+    residuals = frozenset({"conformal_symplecticity"})
+
+
+class EnergyBalance(AbstractStructure):
+    r"""The discrete energy balance of a port-Hamiltonian step with a discrete gradient
+    $\bar\nabla H$: $H(z_{n+1}) - H(z_n) = -h\,\bar\nabla H^\top R\,\bar\nabla H +
+    h\,\bar\nabla H^\top F$ with $R \succeq 0$, to round-off (the learned energy is
+    dissipated and supplied exactly as the learned $R$ and $F$ say)."""
+
+    name = "energy-balance"
+    residuals = frozenset({"energy_balance"})
+
+
 class NoStructure(AbstractStructure):
     """No claim: every residual is reported, none is required to vanish."""
 
@@ -92,7 +116,8 @@ class NoStructure(AbstractStructure):
     residuals = frozenset()
 
 
-_BY_NAME: dict[str, AbstractStructure] = {s.name: s for s in (Symplectic(), VolumePreserving(), LiePoisson(), NoStructure())}
+_BY_NAME: dict[str, AbstractStructure] = {s.name: s for s in (Symplectic(), VolumePreserving(), LiePoisson(), ConformalSymplectic(),
+                                                   EnergyBalance(), NoStructure())}
 
 #: The structure names a model may claim.
 STRUCTURE_NAMES: tuple[str, ...] = tuple(_BY_NAME)

@@ -76,7 +76,7 @@ def test_fit_trains_and_keeps_the_structure(toda_snapshots):
     toda, X = toda_snapshots
     ae = _small(jax.random.PRNGKey(3), full=24, reduced=2)
     ae = gl.models.initialize_from_psd(ae, X)
-    psd = proper_symplectic_decomposition(X, 2)
+    psd = proper_symplectic_decomposition(X, 2, centred=True)  # where it starts
     e0 = float(projection_error(ae, X))
     np.testing.assert_allclose(e0, float(projection_error(psd, X)), rtol=0.2)
     data = gl.TrajectoryData(X[None], 0.1)
@@ -126,5 +126,74 @@ def test_reduced_integrator_by_name(key):
         model = gl.ReducedIntegrator(8, 2, integrator=name, **sizes, key=key())
         assert type(model.integrator_net) is cls and model.config()["integrator"] == name
         assert model.reduced_structure == cls.structure and model.structure == "none"
+    # rollout_at: a rollout in the reduced space, decoding only the requested states
+    z = jnp.linspace(-0.5, 0.5, 8)
+    every, some = eqx.filter_jit(lambda m, z: (m.rollout(z, 6, m.task()),
+                                               m.rollout_at(z, [5, 0, 2])))(model, z)
+    np.testing.assert_allclose(some, every[jnp.array([5, 0, 2])], rtol=1e-5, atol=1e-6)
+    for bad in ([], [-1], [1.5]):
+        with pytest.raises(ValueError, match="steps"):
+            model.rollout_at(z, bad)
     with pytest.raises(ValueError, match=r"integrator must be one of \('gsympnet', 'lasympnet', 'resnet'\), got 'sympnet'"):
         gl.ReducedIntegrator(8, 2, integrator="sympnet", **sizes, key=key())
+
+
+# ------------------------------------------------ reference state and loss weights
+
+
+def test_reference_state_and_block_weights_from_the_psd(toda_snapshots, tmp_path):
+    """`initialize_from_psd` centres the autoencoder on the snapshot mean and weighs the
+    positions and momenta by their variation; the decoder stays a symplectic immersion,
+    and the training loss is the per-block relative error of the centred parts."""
+    _, X = toda_snapshots
+    fresh = _small(jax.random.PRNGKey(5), full=24, reduced=2)
+    assert float(jnp.max(jnp.abs(fresh.reference))) == 0.0
+    np.testing.assert_array_equal(fresh.loss_weights, jnp.ones(2))
+    ae = gl.models.initialize_from_psd(fresh, X)
+    np.testing.assert_allclose(ae.reference, jnp.mean(X, axis=0), rtol=1e-13)
+    C = X - jnp.mean(X, axis=0, keepdims=True)
+    np.testing.assert_allclose(ae.loss_weights, [1 / jnp.sqrt(jnp.mean(C[:, :12] ** 2)),
+                                                 1 / jnp.sqrt(jnp.mean(C[:, 12:] ** 2))], rtol=1e-12)
+    assert float(immersion_residual(ae.decode, ae.encode(X[7]))) <= 1e-12
+    # the relative loss of predict/target is ‖w⊙(x̂ − x)‖ / ‖w⊙(x − x̄)‖, per block
+
+    @eqx.filter_jit
+    def measured(ae, X):
+        task = ae.task()
+        pred = jax.vmap(lambda x: ae.predict(x, task))(X)
+        targ = jax.vmap(lambda x: ae.target(x, task))(X)
+        return jnp.linalg.norm(pred - targ) / jnp.linalg.norm(targ), jax.vmap(ae)(X)
+
+    loss, rec = measured(ae, X)
+    w = jnp.repeat(ae.loss_weights, 12)[None, :]
+    np.testing.assert_allclose(loss, jnp.linalg.norm(w * (rec - X)) / jnp.linalg.norm(w * C),
+                               rtol=1e-10)
+    # it starts near the centred PSD, far below the plain PSD (the conserved mean of q)
+    err = float(jnp.linalg.norm(rec - X) / jnp.linalg.norm(X))
+    centred = proper_symplectic_decomposition(X, 2, centred=True)
+    plain = proper_symplectic_decomposition(X, 2)
+    assert err < 0.8 * float(projection_error(plain, X))
+    np.testing.assert_allclose(err, float(projection_error(centred, X)), rtol=0.2)
+    # negative control: the plain start keeps a zero reference and unit weights
+    plain_ae = gl.models.initialize_from_psd(fresh, X, centred=False, normalise=False)
+    assert float(jnp.max(jnp.abs(plain_ae.reference))) == 0.0
+    np.testing.assert_array_equal(plain_ae.loss_weights, jnp.ones(2))
+    # saved and loaded with its reference and weights
+    gl.save(tmp_path / "ae", ae)
+    back = gl.load(tmp_path / "ae")
+    np.testing.assert_array_equal(back.reference, ae.reference)
+    np.testing.assert_array_equal(back(X[3]), ae(X[3]))
+
+
+def test_a_file_without_a_reference_state_loads_with_zero():
+    """Files written before the reference state (layout 1) load with x̄ = 0 and unit loss
+    weights: the map they computed."""
+    import pathlib
+
+    here = pathlib.Path(__file__).parent / "data" / "models"
+    for name in ("SymplecticAutoencoder", "ReducedIntegrator"):
+        model = gl.load(here / f"{name}.geomlearn")
+        ae = getattr(model, "autoencoder", model)
+        assert ae.reference.shape == (8,) and float(jnp.max(jnp.abs(ae.reference))) == 0.0
+        np.testing.assert_array_equal(ae.loss_weights, jnp.ones(2, ae.loss_weights.dtype))
+

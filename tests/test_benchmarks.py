@@ -375,6 +375,17 @@ def test_sympnets_pendulum_quick(quick_runs):
 
 
 @pytest.mark.slow
+def test_dissipation_quick(quick_runs):
+    payload, _ = _quick(quick_runs, "dissipation")
+    rows = {r["name"]: r for r in payload["results"]["pendulum"]}
+    assert set(rows) == {"ConformalSympNet", "GSympNet", "ResNet (MLP)"}
+    assert rows["ConformalSympNet"]["gamma"] >= 0
+    (duffing,) = payload["results"]["duffing"]
+    assert duffing["r_small"] >= -1e-12 and duffing["balance"] < 1e-10  # R ⪰ 0, exact balance
+    assert {t["target"].split(":")[0] for t in payload["targets"]} == {"damped pendulum", "Duffing"}
+
+
+@pytest.mark.slow
 def test_long_rollout_quick(quick_runs):
     payload, _ = _quick(quick_runs, "long_rollout")
     s, runs = payload["settings"], payload["results"]["runs"]
@@ -397,6 +408,29 @@ def test_long_rollout_quick(quick_runs):
         else:
             assert "casimir" not in inv and inv["energy"]["worst_max_drift"] > 1e-8
     assert any("Casimir" in t["target"] for t in payload["targets"])
+
+
+@pytest.mark.slow
+def test_positional_encoding_lm_quick(quick_runs):
+    payload, _ = _quick(quick_runs, "positional_encoding_lm")
+    s, runs = payload["settings"], payload["results"]["runs"]
+    assert payload["machine"]["cores_available"] == 1
+    assert [[r["problem"], r["family"], r["size"], r["trainer"]] for r in runs] == s["cases"]
+    for r in runs:
+        without, with_ = r["without"], r["with"]
+        # the pair differs only by the encoding's parameters (< 50 % at these sizes)
+        assert 0 < with_["params"] - without["params"] < 0.5 * without["params"]
+        assert r["encoding"] in s["encodings"]
+        assert r["val_ratio"] == pytest.approx(with_["val_loss"] / without["val_loss"])
+        assert r["loss_ratio"] == pytest.approx(with_["loss"] / without["loss"])
+        for run in (without, with_):  # trained for (about) the budget, after compiling
+            assert _finite(run["loss"]) and _finite(run["val_loss"]) and run["epochs"] >= 1
+            assert run["stop_reason"] in ("budget", "stalled", "converged")
+            if run["stop_reason"] == "budget":  # LM to the budget; Adam's planned epochs
+                assert 0.5 * s["budget_s"] <= run["wall_s"] <= 1.5 * s["budget_s"] + 1.0
+    assert {r["trainer"] for r in runs} == {"lm", "adam"}
+    # the Markdown table for RESULTS.md is printed too
+    assert "| problem | order matters | model |" in quick_runs["positional_encoding_lm"]["stdout"]
 
 
 @pytest.mark.slow  # starts a process

@@ -252,6 +252,12 @@ def test_train_a_symplectic_autoencoder_writes_a_reduction_run(autoencoder_run, 
     assert m["immersion_residual"] < 1e-12 and m["immersion_passed"] is True
     assert m["reduced_energy_drift"] < 1e-6  # implicit midpoint: H∘Ψ_dec stays near its start
     assert m["full_order_seconds"] > 0 and m["reduced_seconds"] > 0
+    # the diagnostics of a reduction that is meant to predict
+    assert m["reduction_error_max"] >= m["reduction_error_mean"] > 0
+    assert m["psd_reduction_error_max"] >= m["psd_reduction_error_mean"] > 0  # centred PSD
+    assert m["online_speedup"] == pytest.approx(m["full_order_seconds"] / m["reduced_seconds"])
+    assert m["period"] == pytest.approx(250.1) and m["full_action"] == pytest.approx(3.62, abs=0.01)
+    assert m["code_loop_action"] is not None
 
 
 def test_evaluate_and_check_an_autoencoder_run(autoencoder_run, capsys):

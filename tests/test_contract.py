@@ -65,6 +65,11 @@ CASES = {
     "MultiStep": (lambda k, dt: gl.MultiStep(gl.GSympNet(D, n_layers=2, width=5, key=k, dtype=dt), 2),
                   (D,), lambda m, z: m.predict(z, m.task())),
     "PSDLayer": (lambda k, dt: gl.PSDLayer(2, D, key=k, dtype=dt), (2,), lambda m, y: m.up(y)),
+    "ConformalSympNet": (lambda k, dt: gl.ConformalSympNet(D, n_layers=2, width=5, dt=0.1, key=k, dtype=dt),
+                         (D,), _call),
+    "PortHamiltonianNN": (lambda k, dt: gl.PortHamiltonianNN(D + 1, width=5, depth=2, forcing="time", key=k,
+                                                             dtype=dt),
+                          (D,), lambda m, z: m(z, 0.3)),  # its vector field (the step: test_dissipative.py)
     "SymplecticAutoencoder": (lambda k, dt: gl.SymplecticAutoencoder(8, 2, n_encoder_layers=2, n_encoder_blocks=1,
                                                                       n_decoder_blocks=1, width=4, key=k, dtype=dt),
                               (8,), _call),

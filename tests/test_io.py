@@ -52,6 +52,9 @@ CASES = {
     ),
     "LiePoissonNet": lambda k: gl.models.LiePoissonNet(3, n_layers=2, width=2, key=k),
     "MultiStep": lambda k: gl.models.MultiStep(gl.HenonNet(2, n_layers=2, width=3, key=k), 3),
+    "ConformalSympNet": lambda k: gl.ConformalSympNet(2, n_layers=2, width=3, dt=0.1, key=k),
+    "PortHamiltonianNN": lambda k: gl.PortHamiltonianNN(
+        3, width=3, depth=1, forcing="state-time", state_dependent_dissipation=True, dt=0.05, key=k),
 }
 
 
@@ -84,6 +87,10 @@ def output(model, key):
     if isinstance(model, AbstractTransformerIntegrator):
         T = model.seq_length or 3
         return model(jax.random.normal(key, (T, model.dim)))
+    if isinstance(model, gl.PortHamiltonianNN):  # the state carries the time last
+        z = jax.random.normal(key, (model.dim,))
+        x, t = z[:-1], z[-1]
+        return jnp.concatenate([model.hamiltonian(x)[None], model(x, t), model.dissipation(x).ravel()])
     if isinstance(model, AbstractHamiltonianModel):
         z = jax.random.normal(key, (model.dim,))
         return jnp.concatenate([model.hamiltonian(z)[None], model.vector_field(z)])

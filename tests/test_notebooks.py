@@ -21,6 +21,7 @@ def test_notebooks_exist():
         "new_families.ipynb",
         "model_reduction.ipynb",
         "long_rollouts.ipynb",
+        "dissipation_and_forcing.ipynb",
     }
     assert expected <= names, f"missing notebooks: {sorted(expected - names)}"
 

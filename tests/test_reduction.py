@@ -5,19 +5,28 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from typing import ClassVar
+
+import equinox as eqx
+
 import geomlearn as gl
 from geomlearn.geometry import symplectic_matrix
 from geomlearn.integrators import integrate
 from geomlearn.reduction import (
     PSD,
+    AbstractReduction,
     ReducedHamiltonianSystem,
     immersion_residual,
+    latent_vector_field_error,
+    loop_action,
+    orbit_period,
     projection_error,
+    projection_error_parts,
     proper_symplectic_decomposition,
     reduction_error,
     symplectic_inverse,
 )
-from geomlearn.systems import SYSTEMS, LinearWave, TodaLattice
+from geomlearn.systems import SYSTEMS, AbstractHamiltonianSystem, LinearWave, TodaLattice
 
 
 @pytest.mark.parametrize("cls", [TodaLattice, LinearWave])
@@ -112,8 +121,12 @@ def test_reduced_system_vector_field_and_integration(toda_data):
     psd = proper_symplectic_decomposition(X, 8)
     red = ReducedHamiltonianSystem(toda, psd)
     assert red.dim == 8 and red.canonical
-    y = psd.encode(X[17])
-    np.testing.assert_allclose(red.vector_field(y), red.projected_vector_field(y), atol=1e-12)
+    # the reduced field is J∇(H∘Ψ_dec): its pairing with any direction v is the derivative
+    # of H∘Ψ_dec along J v (finite differences of the energy, not the same computation)
+    y, v = psd.encode(X[17]), jnp.linspace(-1.0, 1.0, 8)
+    Jv = symplectic_matrix(4, jnp.float64) @ v
+    fd = (red.hamiltonian(y + 1e-5 * Jv) - red.hamiltonian(y - 1e-5 * Jv)) / 2e-5
+    np.testing.assert_allclose(-jnp.dot(red.vector_field(y), v), fd, rtol=1e-8)
     Y = integrate(red, red.default_initial_conditions(jnp.float64)[0], 0.1, 200)
     H = jax.vmap(red.hamiltonian)(Y)
     assert float(jnp.max(jnp.abs(H - H[0]))) < 1e-6 * float(jnp.abs(H[0]))
@@ -131,7 +144,11 @@ def test_reduced_system_with_an_autoencoder(toda_data, key):
                                   key=key(), dtype=jnp.float64)
     red = ReducedHamiltonianSystem(toda, ae)
     y = ae.encode(X[3])
-    np.testing.assert_allclose(red.vector_field(y), red.projected_vector_field(y), atol=1e-10)
+    # the symplectic inverse of the decoder's Jacobian is a left inverse (an immersion)
+    D = jax.jacfwd(ae.decode)(y)
+    np.testing.assert_allclose(symplectic_inverse(D) @ D, jnp.eye(2), atol=1e-12)
+    # a trained-or-not autoencoder's image is not invariant under the Toda flow
+    assert float(red.tangent_defect(y)) > 1e-3
     with pytest.raises(ValueError):
         ReducedHamiltonianSystem(TodaLattice(n_particles=10), ae)
     with pytest.raises(TypeError):
@@ -160,6 +177,21 @@ def test_evaluate_reduction_measures_projection_and_reduction(toda_data, tmp_pat
     assert ev["reduction_error"]["t=20"] == pytest.approx(
         float(jnp.linalg.norm(ev.decoded[200] - X[200]) / jnp.linalg.norm(X[200])), rel=1e-10)
     assert ev["reduction_failed"] is None and ev["reduced_energy_drift"] < 1e-6
+    # the horizon's mean and max are of the per-state errors; the PSD baselines' likewise
+    rows = jnp.linalg.norm(ev.decoded - X, axis=1) / jnp.linalg.norm(X, axis=1)
+    assert ev["reduction_error_mean"] == pytest.approx(float(jnp.mean(rows)), rel=1e-10)
+    assert ev["reduction_error_max"] == pytest.approx(float(jnp.max(rows)), rel=1e-10)
+    assert ev["plain_psd_reduction_error_mean"] == pytest.approx(ev["reduction_error_mean"],
+                                                                 rel=1e-8)
+    assert ev["psd_reduction_error_max"] >= ev["psd_reduction_error_mean"] > 0
+    assert ev["online_speedup"] == ev["speedup"] > 0
+    q_err, p_err = projection_error_parts(proper_symplectic_decomposition(X, 8), X)
+    assert (ev["projection_error_q"], ev["projection_error_p"]) == pytest.approx(
+        (float(q_err), float(p_err)), rel=1e-10)
+    # centring: the centred PSD's projection error is below the plain one's
+    assert ev["centred_psd_projection_error"]["all"] < ev["psd_projection_error"]["all"]
+    # 20 time units of the bump do not return to the initial state: no period, no action
+    assert ev["period"] is ev["full_action"] is ev["code_loop_action"] is None
     assert ev["immersion_residual"] < 1e-12 and ev["immersion_passed"]
     assert ev.full.shape == ev.projected.shape == (201, 40) and ev.reduced.shape == (201, 8)
     text = ev.summary(title="PSD")
@@ -199,3 +231,216 @@ def test_the_registry_routes_a_reduction_to_its_own_pipeline():
     assert epochs == spec.default_epochs and budget is None and "Riemannian" in how
     with pytest.raises(ValueError, match="Riemannian Adam"):
         spec.trainer(ae, 1000, trainer="lm")
+
+
+# ------------------------------- reduced dynamics that must equal the full ones
+
+
+def _grad_shears(N):
+    """A nonlinear symplectic diffeomorphism S of R^{2N} (two gradient shears) and its
+    exact inverse."""
+
+    def V(q):
+        return 0.3 * jnp.sin(q[0] + 0.5 * q[1]) + 0.2 * q[0] ** 2 * q[2]
+
+    def U(p):
+        return 0.25 * jnp.cos(p[0] - p[2]) + 0.1 * p[1] ** 2 * p[0]
+
+    def S(z):
+        q, p = z[:N], z[N:]
+        p = p + jax.grad(V)(q)
+        return jnp.concatenate([q + jax.grad(U)(p), p])
+
+    def S_inv(z):
+        q, p = z[:N], z[N:]
+        q = q - jax.grad(U)(p)
+        return jnp.concatenate([q, p - jax.grad(V)(q)])
+
+    return S, S_inv
+
+
+_S, _S_INV = _grad_shears(3)
+
+
+class _Conjugated(AbstractHamiltonianSystem):
+    """H = K∘S⁻¹ on R^6: a pendulum in (Q₁, P₁) and two oscillators, seen through the
+    nonlinear symplectic map S. With `coupling = 0` the set {Q₂ = Q₃ = P₂ = P₃ = 0} is
+    invariant under K's flow, so S of it is invariant under H's."""
+
+    dim: ClassVar[int] = 6
+    coupling: float = 0.0
+
+    def hamiltonian(self, z):
+        Z = _S_INV(z)
+        Q, P = Z[:3], Z[3:]
+        osc = 0.5 * jnp.sum(P[1:] ** 2 + jnp.array([1.0, 4.0]) * Q[1:] ** 2)
+        return 0.5 * P[0] ** 2 + 1.0 - jnp.cos(Q[0]) + osc + self.coupling * Q[0] * Q[1]
+
+    def default_initial_conditions(self, dtype=None):
+        return jnp.zeros((1, 6), dtype)
+
+
+class _ShearReduction(AbstractReduction):
+    """Ψ_dec(y) = S(y₁, 0, 0, y₂, 0, 0): a nonlinear symplectic immersion R² → R⁶."""
+
+    full_dim: int = eqx.field(static=True, default=6)
+    reduced_dim: int = eqx.field(static=True, default=2)
+
+    def encode(self, z):
+        Z = _S_INV(z)
+        return jnp.stack([Z[0], Z[3]])
+
+    def decode(self, y):
+        return _S(jnp.zeros(6, y.dtype).at[0].set(y[0]).at[3].set(y[1]))
+
+
+def test_on_an_invariant_image_the_reduced_field_is_the_full_one():
+    """Pointwise: on an exactly invariant image the decoded reduced vector field is the
+    full one (round-off), and — the pendulum being decoupled from the oscillators — the
+    reduced field moves the codes of *any* state as the full flow moves them; coupling
+    the pendulum to an oscillator (the negative control) breaks both."""
+    red = _ShearReduction()
+    ys = jax.random.normal(jax.random.PRNGKey(0), (4, 2), dtype=jnp.float64)
+    off = jax.vmap(_S)(0.5 * jax.random.normal(jax.random.PRNGKey(1), (4, 6), dtype=jnp.float64))
+    assert float(immersion_residual(red.decode, ys[0])) <= 1e-14
+
+    @jax.jit
+    def defects(coupling):  # one compilation for both systems
+        system = _Conjugated(coupling=coupling)
+        reduced = ReducedHamiltonianSystem(system, red)
+        return (jax.vmap(reduced.tangent_defect)(ys),
+                latent_vector_field_error(red, system, off))
+
+    tangent, vf = defects(jnp.asarray(0.0))
+    assert float(jnp.max(tangent)) <= 1e-14 and float(vf) <= 1e-14
+    tangent, vf = defects(jnp.asarray(0.05))
+    assert float(jnp.min(tangent)) > 1e-3 and float(vf) > 1e-3
+    # the reduced Hamiltonian is the pendulum's, K∘ι (S⁻¹∘Ψ_dec = ι)
+    y0 = jnp.array([0.8, 0.3])
+    np.testing.assert_allclose(ReducedHamiltonianSystem(_Conjugated(), red).hamiltonian(y0),
+                               0.5 * 0.3**2 + 1 - np.cos(0.8), rtol=1e-14)
+
+
+@pytest.mark.slow  # two Gauss–Legendre integrations through nested derivatives (compile time)
+def test_a_nonlinear_decoder_with_an_invariant_image_reproduces_the_full_solution():
+    """On an exactly invariant image the reduced Hamiltonian solution, decoded, *is* the
+    full solution (to round-off); with the coupling (the negative control) it is not."""
+    red, y0 = _ShearReduction(), jnp.array([0.8, 0.3])
+
+    @jax.jit
+    def error(coupling):
+        system = _Conjugated(coupling=coupling)
+        X = integrate(system, red.decode(y0), 0.02, 100, method="gauss_legendre6")
+        Y = integrate(ReducedHamiltonianSystem(system, red), y0, 0.02, 100,
+                      method="gauss_legendre6")
+        return reduction_error(red, X, Y)
+
+    assert float(error(jnp.asarray(0.0))) <= 1e-13
+    assert float(error(jnp.asarray(0.05))) > 1e-2
+
+
+def _shifted(X, N):
+    """Every state of X and all its cyclic lattice translations."""
+    return jnp.concatenate([jnp.concatenate([jnp.roll(X[:, :N], s, 1), jnp.roll(X[:, N:], s, 1)], 1)
+                            for s in range(N)])
+
+
+def test_psd_of_the_linear_wave_reduction_error_equals_projection_error():
+    """The linear wave commutes with lattice translations. The PSD of translation-complete
+    snapshots has Fourier modes as basis, which the flow leaves invariant, so the reduced
+    solution is the projected full one: reduction error = projection error at every time
+    (implicit midpoint is linear, so this holds for the discrete solutions too). The PSD
+    of the trajectory alone (the negative control) is not invariant, and the two errors
+    differ."""
+    N, k = 16, 4  # 2n = 4 keeps one of two Fourier modes of the same frequency
+    wave = LinearWave(n_points=N, c=0.05)
+    X = integrate(wave, wave.default_initial_conditions(jnp.float64)[0], 0.1, 200)
+    for data, exact in ((_shifted(X, N), True), (X, False)):
+        psd = proper_symplectic_decomposition(data, k)
+        Y = integrate(ReducedHamiltonianSystem(wave, psd), psd.encode(X[0]), 0.1, 200)
+        e_red = jnp.linalg.norm(jax.vmap(psd.decode)(Y) - X, axis=1)
+        e_proj = jnp.linalg.norm(jax.vmap(psd)(X) - X, axis=1)
+        gap = float(jnp.max(jnp.abs(e_red - e_proj)))
+        assert float(jnp.min(e_proj)) > 0.1  # a real truncation
+        assert (gap <= 1e-12) if exact else (gap > 1e-4)
+
+
+# ------------------------------------------------------ the symplectic area of orbits
+
+
+def test_loop_action_and_period_of_a_sampled_circle():
+    t = np.linspace(0.0, 4 * np.pi, 201)[:-1]  # two turns, 100 samples each
+    Z = np.stack([np.cos(t), -np.sin(t)], 1)  # q = cos t, p = -sin t: ∮p dq = +area
+    assert orbit_period(Z) == 100
+    # the inscribed regular 100-gon's area, (n/2) sin(2π/n)
+    assert loop_action(Z[:100]) == pytest.approx(50 * np.sin(2 * np.pi / 100), rel=1e-13)
+    assert loop_action(Z[:100, ::-1]) == pytest.approx(-loop_action(Z[:100]), rel=1e-13)
+    assert orbit_period(np.stack([t, t], 1)) is None  # never returns
+    with pytest.raises(ValueError, match=r"\(K, 2m\)"):
+        loop_action(np.ones((4, 3)))
+
+
+@pytest.mark.slow  # four integrations of a 64-dimensional wave through evaluate_reduction
+def test_code_loop_action_equals_the_full_action_only_for_a_faithful_reduction():
+    """A symplectic decoder preserves ∮p·dq, so the encoded orbit of an exact reduction
+    encloses the full orbit's action; a PSD of 2n = 4 of a travelling wave collapses the
+    orbit and encloses far less (the negative control)."""
+    from geomlearn.evaluation import evaluate_reduction
+
+    wave = LinearWave(n_points=32, c=0.05)  # returns to 3 % after one crossing, T = 20.1
+    X = integrate(wave, wave.default_initial_conditions(jnp.float64)[0], 0.1, 260)
+    data = gl.TrajectoryData(X[None], 0.1)
+    assert orbit_period(X) == 201
+    exact = proper_symplectic_decomposition(X, 64, centred=True)  # every mode
+    assert loop_action(jax.vmap(exact.encode)(X[:202])) == pytest.approx(loop_action(X[:202]),
+                                                                        rel=1e-10)
+    small = evaluate_reduction(proper_symplectic_decomposition(X, 4, centred=True), wave, data)
+    assert small["period"] == pytest.approx(20.1)
+    assert small["full_action"] == pytest.approx(loop_action(X[:202]), rel=1e-14)
+    assert small["code_loop_action"] < 0.5 * small["full_action"]
+    assert "loop action" in small.summary(title="PSD") and "T = 20.1" in small.summary(title="PSD")
+
+
+def test_affine_psd_is_a_symplectic_immersion_and_centring_helps(toda_data):
+    _, X = toda_data
+    plain = proper_symplectic_decomposition(X, 2)
+    centred = proper_symplectic_decomposition(X, 2, centred=True)
+    np.testing.assert_allclose(centred.reference, jnp.mean(X, axis=0), rtol=1e-14)
+    assert float(jnp.max(jnp.abs(plain.reference))) == 0.0
+    y = jnp.array([0.3, -0.2])
+    assert float(immersion_residual(centred.decode, y)) <= 1e-13
+    # encode ∘ decode = id for the affine maps too
+    np.testing.assert_allclose(centred.encode(centred.decode(y)), y, atol=1e-12)
+    # the conserved mean of q no longer takes the only mode
+    assert float(projection_error(centred, X)) < 0.75 * float(projection_error(plain, X))
+    given = proper_symplectic_decomposition(X, 2, reference=X[0])
+    np.testing.assert_array_equal(given.reference, X[0])
+    with pytest.raises(ValueError, match="not both"):
+        proper_symplectic_decomposition(X, 2, centred=True, reference=X[0])
+    with pytest.raises(ValueError, match=r"\(40,\)"):
+        PSD(plain.basis, jnp.zeros(3))
+
+
+def test_the_reduced_vector_field_never_forms_the_decoder_jacobian(toda_data, key):
+    """One reduced vector field is a vector–Jacobian product through the decoder: no
+    (2N, 2n) array appears in its program; `projected_vector_field`, which forms the
+    Jacobian, is the negative control."""
+    toda, _ = toda_data
+    ae = eqx.filter_eval_shape(lambda: gl.SymplecticAutoencoder(
+        40, 2, width=4, n_encoder_blocks=1, n_decoder_blocks=2, key=key(), dtype=jnp.float64))
+    y = jnp.array([0.1, -0.2])
+
+    def shapes(method):
+        jaxpr = jax.make_jaxpr(
+            lambda ae, y: getattr(ReducedHamiltonianSystem(toda, ae), method)(y))(ae, y).jaxpr
+        out, stack = set(), [jaxpr]
+        while stack:
+            j = stack.pop()
+            for eqn in j.eqns:
+                out.update(tuple(v.aval.shape) for v in eqn.outvars)
+                stack.extend(p.jaxpr if hasattr(p, "jaxpr") else p
+                             for p in eqn.params.values() if hasattr(p, "eqns") or hasattr(p, "jaxpr"))
+        return out
+
+    assert (40, 2) not in shapes("vector_field") and (2, 40) not in shapes("vector_field")
+    assert (40, 2) in shapes("projected_vector_field")

@@ -120,6 +120,21 @@ def rhs_forced_rigid_body(z, inertia=(2.0, 1.0, 2.0 / 3.0), epsilon=0.5, Omega=1
     return np.array([*rates, 1.0, -0.5 * np.sum(dr * m * m)])
 
 
+def rhs_damped_pendulum(z, gamma=0.3, m=1.3, l=0.8, g=2.1):
+    q, p = z
+    return np.array([p / (m * l**2), -m * g * l * np.sin(q) - gamma * p])
+
+
+def rhs_duffing(z, alpha=-1.0, beta=1.0, delta=0.3, gamma=0.2, omega=1.2):
+    q, p, t = z
+    return np.array([p, -alpha * q - beta * q**3 - delta * p + gamma * np.sin(omega * t), 1.0])
+
+
+def rhs_forced_mass_spring(z, m=2.0, k=0.5, c=0.3, f0=1.5, omega=3.0):
+    q, p, t = z
+    return np.array([p / m, -k * q - c * p / m + f0 * np.sin(omega * t), 1.0])
+
+
 HAND_WRITTEN = {
     "harmonic_oscillator": (HarmonicOscillator(m=1.3, k=0.7), rhs_harmonic),
     "pendulum": (Pendulum(m=1.3, l=0.8, g=2.1), rhs_pendulum),
@@ -133,6 +148,9 @@ HAND_WRITTEN = {
     "linear_wave": (geomlearn.systems.LinearWave(n_points=7), rhs_wave),
     "parametric_pendulum": (geomlearn.systems.ParametricPendulum(), rhs_parametric_pendulum),
     "forced_rigid_body": (geomlearn.systems.ForcedRigidBody(), rhs_forced_rigid_body),
+    "damped_pendulum": (geomlearn.systems.DampedPendulum(gamma=0.3, m=1.3, l=0.8, g=2.1), rhs_damped_pendulum),
+    "duffing": (geomlearn.systems.Duffing(), rhs_duffing),
+    "forced_mass_spring": (geomlearn.systems.ForcedMassSpring(m=2.0, k=0.5, c=0.3, f0=1.5), rhs_forced_mass_spring),
 }
 
 
@@ -158,6 +176,9 @@ def test_registry_names_and_defaults():
         "linear_wave",
         "parametric_pendulum",
         "forced_rigid_body",
+        "damped_pendulum",
+        "duffing",
+        "forced_mass_spring",
     }
     for name, cls in SYSTEMS.items():
         system = cls()
@@ -170,7 +191,9 @@ def test_registry_names_and_defaults():
         assert z0.dtype == jnp.float64  # JAX default float, x64 on in the suite
         assert system.default_initial_conditions(dtype=jnp.float32).dtype == jnp.float32
         assert np.isfinite(np.asarray(z0)).all()
-        assert "energy" in system.invariants
+        # a damped or driven system conserves nothing; it states its energy balance instead
+        dissipative = isinstance(system, geomlearn.systems.AbstractPortHamiltonianSystem)
+        assert ("energy" in system.invariants) != dissipative
         if cls.canonical:
             assert system.dim % 2 == 0
         if cls.separable:

@@ -14,7 +14,7 @@ from .._files import write_json
 from .._format import fmt
 from ..evaluation import escape_warning
 from ..io import encode_config, save
-from ..systems import SYSTEMS, resolve_system
+from ..systems import SYSTEMS, AbstractPortHamiltonianSystem, resolve_system
 from ..training import TrainingInterrupted, fit
 from ._errors import CLIError, user
 from ._own_data import from_file, held_out_of_run, split_file
@@ -299,8 +299,9 @@ def list_all(args) -> int:
     systems = {name: cls() for name, cls in SYSTEMS.items()}
     lines = ["systems:"]
     for name, s in systems.items():
-        kind = "canonical" if s.canonical else "non-canonical, volume-preserving"
-        lines.append(f"  {name:<22} dim {s.dim}  {kind}; invariants: {', '.join(s.invariants)}")
+        kind = ("canonical" if s.canonical else "damped/driven, port-Hamiltonian"
+                if isinstance(s, AbstractPortHamiltonianSystem) else "non-canonical, volume-preserving")
+        lines.append(f"  {name:<22} dim {s.dim}  {kind}; invariants: {', '.join(s.invariants) or 'none'}")
     lines.append("models:")
     for name, spec in MODELS.items():
         fits = [s for s, system in systems.items() if spec.incompatibility(system) is None]

@@ -17,7 +17,10 @@ from ..data import TrajectoryData
 from ..datasets import (
     REFERENCE_TOLERANCE,
     coupled_oscillator_lst,
+    damped_pendulum,
     double_pendulum,
+    duffing,
+    forced_mass_spring,
     forced_rigid_body,
     harmonic_oscillator,
     henon_heiles,
@@ -89,6 +92,19 @@ def _sampled_recipe(make, what):
     return recipe
 
 
+def _dissipative_recipe(make, what, n_steps):
+    """A recipe of a damped or driven system (`geomlearn.datasets`): `n_steps` steps from
+    initial states drawn as `what` says."""
+
+    def recipe(system, *, n_trajectories, key, dtype):
+        n = _count(n_trajectories, SAMPLED_TRAJECTORIES)
+        data = make(key, n_trajectories=n, n_steps=n_steps, system=system, dtype=dtype)
+        return data, None, (f"{n} trajectories from {what}, dt={data.dt}, {n_steps} steps, "
+                            f"reference accurate to {REFERENCE_TOLERANCE:g} per step")
+
+    return recipe
+
+
 def _generic_recipe(system, *, n_trajectories, key, dtype):
     z0 = system.default_initial_conditions(dtype=dtype)
     n = _count(n_trajectories, z0.shape[0], maximum=z0.shape[0])
@@ -142,6 +158,11 @@ RECIPES = {
     "kepler": _sampled_recipe(kepler, "ellipses with a in [0.8, 1.2], e in [0, 0.5]"),
     "three_body": _sampled_recipe(three_body, "the figure-eight perturbed by up to 0.02"),
     "double_pendulum": _sampled_recipe(double_pendulum, "angles in [-1, 1], momenta in [-0.5, 0.5]"),
+    "damped_pendulum": _dissipative_recipe(damped_pendulum, "q in [-2, 2], p in [-1, 1]", 200),
+    "duffing": _dissipative_recipe(duffing, "(q, p) in [-2.5, 2.5]^2 at t = 0 (Desai et al. 2021)",
+                                   1000),
+    "forced_mass_spring": _dissipative_recipe(forced_mass_spring,
+                                              "|(q, p)|^2 in [1, 4.5] at t = 0", 500),
 }
 
 

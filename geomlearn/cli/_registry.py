@@ -14,215 +14,17 @@ reductions (`geomlearn.evaluation.evaluate_reduction`, `check_immersion`,
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
-from typing import Any
-
-import jax
-import jax.numpy as jnp
-import optax
-
 from .. import models
-from ..evaluation import check_immersion, check_structure, evaluate, evaluate_reduction
-from ..manifolds import riemannian_adam
-from ..models import initialize_from_psd
-from ..plotting import reduction_report, report
-from ..training import choose_trainer
+from ._specs import (
+    ModelSpec,
+    ReductionSpec,
+    ConformalSpec,
+    DegreesOfFreedomSpec,
+    LiePoissonSpec,
+    PortHamiltonianSpec,
+)
 
 __all__ = ["ModelSpec", "ReductionSpec", "MODELS", "register_model", "resolve_model", "spec_of"]
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelSpec:
-    """A model the command line can train.
-
-    **Fields:** `name` (the command-line name), `cls` (the model class), `defaults` (its
-    constructor arguments besides `dim` and `key`), `structure` (what it preserves, for
-    listings), `needs_canonical` (it needs an even-dimensional canonical phase space
-    `z = (q, p)`), `windows` (it reads windows `(T, d)`: the command line's
-    `--seq-length`, `--prediction-window` and `--positional-encoding` apply).
-    """
-
-    name: str
-    cls: type
-    defaults: dict[str, Any]
-    structure: str
-    needs_canonical: bool = False
-    windows: bool = False
-
-    def build(self, dim: int, *, key, **overrides):
-        """`cls(dim, **defaults, **overrides, key=key)`."""
-        return self.cls(dim, **{**self.defaults, **overrides}, key=key)
-
-    def _window_options(self, params, seq_length, prediction_window, positional_encoding):
-        """`(overrides, fit_options)` of a window model: `prediction_window = seq_length`
-        by default (the rollout then iterates the model map itself and keeps its
-        structure)."""
-        T = seq_length
-        pw = T if prediction_window is None else prediction_window
-        if not 1 <= pw <= T:
-            raise ValueError(f"--prediction-window must be between 1 and --seq-length={T}, got {pw}")
-        overrides = {"seq_length": T} if "seq_length" in params else {}
-        overrides["positional_encoding"] = bool(positional_encoding)
-        return overrides, {"seq_length": T, "prediction_window": pw}
-
-    def build_for(self, system, *, key, seq_length=None, prediction_window=None,
-                  positional_encoding=False, reduced_dim=None):
-        """`(model, fit_options)`: the model for `system` with the command line's options.
-
-        Window models get `prediction_window = seq_length` by default (the rollout then
-        iterates the model map itself and keeps its structure); `fit_options` holds the
-        `seq_length`/`prediction_window` to pass to `fit` and `evaluate`. Options that do
-        not apply raise `ValueError`.
-        """
-        params = inspect.signature(self.cls.__init__).parameters
-        overrides, options = {}, {}
-        if self.windows:
-            overrides, options = self._window_options(
-                params, seq_length, prediction_window, positional_encoding)
-        if reduced_dim is not None:
-            if "reduced_dim" not in params:
-                raise ValueError(f"--reduced-dim does not apply to {self.name}")
-            overrides["reduced_dim"] = reduced_dim
-        try:
-            return self.build(system.dim, key=key, **overrides), options
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"cannot build {self.name} for {type(system).__name__}: {e}") from None
-
-    # ------------------------------------------------ how the command line uses the model
-
-    def prepare(self, model, task, sample, data):
-        """The model to train on `data` (a `TrajectoryData`), after checking that it can
-        be used on a training sample like `sample`: an integrator must have a one-step
-        map (`TypeError` otherwise)."""
-        jax.eval_shape(lambda z: model.step(z, task), sample)
-        return model
-
-    def trainer(self, model, n_samples: int, *, batch_size=None, **options):
-        """`(optimizer, epochs, time_budget, description)`: `geomlearn.training.choose_trainer`
-        (`batch_size`, the minibatch size the command line chose, is not needed here)."""
-        return choose_trainer(model, n_samples, **options)
-
-    def evaluate(self, model, system, data, **options):
-        """`geomlearn.evaluate(model, system, data, **options)` (the rollout against the data)."""
-        return evaluate(model, system, data, **options)
-
-    def report(self, path, *, run: dict, history: dict, evaluation) -> bool:
-        """The report figure (`geomlearn.plotting.report`)."""
-        return report(path, history=history, evaluation=evaluation,
-                      loss_name=run.get("loss", "relative"), labels=run.get("labels") or (),
-                      canonical=bool(run.get("canonical", True)))
-
-    def check(self, model, points, *, prediction_window=None, dt=None):
-        """`geomlearn.check_structure` of the iterated map (an object with `passed` and
-        `report(title=...)`)."""
-        return check_structure(model, points, prediction_window=prediction_window, dt=dt)
-
-    def incompatibility(self, system) -> str | None:
-        """Why this model cannot be trained on `system`, or `None`."""
-        if self.needs_canonical and (not system.canonical or system.dim % 2):
-            return (
-                f"{self.cls.__name__} needs a canonical phase space z = (q, p) of even "
-                f"dimension 2n; {type(system).__name__} is {system.dim}-dimensional and "
-                f"{'not canonical' if not system.canonical else 'odd-dimensional'} (it "
-                "preserves volume, not a symplectic form). Use a volume-preserving model "
-                "(vp-feedforward, vp-transformer) or an unconstrained one (resnet, transformer)."
-            )
-        n_heads = self.defaults.get("n_heads")
-        if n_heads and system.dim % n_heads:
-            return f"{self.cls.__name__} with {n_heads} heads needs dim divisible by {n_heads}"
-        return None
-
-
-class _DegreesOfFreedomSpec(ModelSpec):
-    """A model whose first argument is the number of degrees of freedom `n = dim // 2`
-    (a Lagrangian network of states `(q, q̇)`), not the state dimension."""
-
-    def build(self, dim: int, *, key, **overrides):
-        return self.cls(dim // 2, **{**self.defaults, **overrides}, key=key)
-
-    def incompatibility(self, system) -> str | None:
-        r"""Also refuse a system whose canonical momenta are not its velocities: a
-        Lagrangian network reads the states as $(q, \dot q)$, and the data of the command
-        line are the system's canonical $(q, p)$. They agree only where $\dot q =
-        \partial H/\partial p = p$ (unit masses, kinetic energy $|p|^2/2$), checked on
-        perturbed default initial conditions."""
-        why = super().incompatibility(system)
-        if why or _momenta_are_velocities(system):
-            return why
-        return (
-            f"{self.cls.__name__} learns from states (q, q̇), but {type(system).__name__}'s "
-            "data are canonical (q, p) with p ≠ q̇ (its kinetic energy is not |p|²/2), so "
-            "it would fit the wrong dynamics. Use a system with unit masses (pendulum, "
-            "harmonic_oscillator, henon_heiles, kepler, ...), or convert the momenta to "
-            "velocities (q̇ = ∂H/∂p) and train in Python."
-        )
-
-
-def _momenta_are_velocities(system) -> bool:
-    r"""Whether $\partial H/\partial p = p$ for `system`, at its first default initial
-    conditions perturbed by 0.1·N(0, 1) (float64 when enabled, else float32 tolerances)."""
-    z0 = jnp.asarray(system.default_initial_conditions())[:4]
-    z = z0 + 0.1 * jax.random.normal(jax.random.PRNGKey(0), z0.shape, z0.dtype)
-    n = system.dim // 2
-    qdot = jax.vmap(system.vector_field)(z)[:, :n]
-    return bool(jnp.allclose(qdot, z[:, n:], rtol=1e-5, atol=1e-6))
-
-
-class _LiePoissonSpec(ModelSpec):
-    r"""A Lie–Poisson network of $\mathfrak{so}(3)^* \cong \mathbb{R}^3$: it needs a
-    three-dimensional system whose state is a rigid body's angular momentum."""
-
-    def incompatibility(self, system) -> str | None:
-        if system.dim != 3:
-            return (
-                f"{self.cls.__name__} is a Lie–Poisson map of so(3)* = R^3 (a rigid body's "
-                f"angular momentum); {type(system).__name__} is {system.dim}-dimensional")
-        return super().incompatibility(system)
-
-
-class ReductionSpec(ModelSpec):
-    r"""A model reduction (an encoder/decoder pair, not an integrator), e.g. the
-    `SymplecticAutoencoder`.
-
-    The command line starts it from the PSD of the training snapshots
-    (`initialize_from_psd`), trains the reconstruction with Riemannian Adam under a
-    cosine learning-rate schedule over the run (`epochs` default `default_epochs`),
-    evaluates the projection and reduction errors against the full solution
-    (`geomlearn.evaluation.evaluate_reduction`), draws the wave packet of the full and the
-    reduced model (`geomlearn.plotting.reduction_report`), and checks that the decoder is
-    a symplectic immersion, $(D\Psi^d)^\top\mathbb{J}_{2N}D\Psi^d = \mathbb{J}_{2n}$
-    (`geomlearn.evaluation.check_immersion`).
-    """
-
-    default_epochs: int = 60
-    learning_rate: float = 1e-2
-
-    def prepare(self, model, task, sample, data):
-        jax.eval_shape(model, sample)  # the reconstruction of one snapshot
-        return initialize_from_psd(model, data.states)
-
-    def trainer(self, model, n_samples: int, *, batch_size=256, trainer="auto", epochs=None,
-                time_budget=None):
-        if trainer == "lm":
-            raise ValueError(f"{self.name} trains with Riemannian Adam (its Stiefel "
-                             "matrices must stay on the manifold); --trainer lm does not apply")
-        epochs = self.default_epochs if epochs is None else epochs
-        steps = epochs * max(1, n_samples // batch_size)  # optimizer updates (fit drops the remainder)
-        schedule = optax.cosine_decay_schedule(self.learning_rate, steps, alpha=1e-2)
-        return riemannian_adam(schedule), epochs, time_budget, (
-            f"Riemannian Adam, cosine learning rate {self.learning_rate:g} → "
-            f"{self.learning_rate * 1e-2:g}, {epochs} epochs, started from the PSD")
-
-    def evaluate(self, model, system, data, **options):
-        return evaluate_reduction(model, system, data)
-
-    def report(self, path, *, run, history, evaluation) -> bool:
-        return reduction_report(path, history=history, evaluation=evaluation,
-                                loss_name=run.get("loss", "relative"))
-
-    def check(self, model, points, *, prediction_window=None, dt=None):
-        return check_immersion(model, points)
 
 
 MODELS: dict[str, ModelSpec] = {}
@@ -263,10 +65,13 @@ for _spec in (
     ModelSpec("henonnet", models.HenonNet, {"n_layers": 3, "width": 8}, "symplectic", True),
     ModelSpec("psympnet", models.PSympNet, {"n_layers": 8, "max_degree": 4}, "symplectic", True),
     ModelSpec("rsympnet", models.RSympNet, {"n_layers": 8, "width": 4}, "symplectic", True),
-    _LiePoissonSpec("lpnet", models.LiePoissonNet, {"n_layers": 6, "width": 2}, "lie-poisson"),
-    _DegreesOfFreedomSpec("lnn", models.LagrangianNeuralNetwork, {"width": 32, "depth": 2}, "none", True),
+    LiePoissonSpec("lpnet", models.LiePoissonNet, {"n_layers": 6, "width": 2}, "lie-poisson"),
+    DegreesOfFreedomSpec("lnn", models.LagrangianNeuralNetwork, {"width": 32, "depth": 2}, "none", True),
     ModelSpec("resnet", models.ResNet, {"width": 16, "depth": 2}, "none"),
     ModelSpec("hnn", models.HamiltonianNeuralNetwork, {"width": 16, "depth": 2}, "symplectic", True),
+    ConformalSpec("conformal-sympnet", models.ConformalSympNet, {"n_layers": 4, "width": 16},
+                   "conformal factor"),
+    PortHamiltonianSpec("phnn", models.PortHamiltonianNN, {"width": 16, "depth": 2}, "energy balance"),
     ModelSpec("vp-feedforward", models.VolumePreservingFeedForward,
               {"n_blocks": 6, "n_linear": 1}, "volume"),
     ModelSpec("transformer", models.Transformer, {"n_heads": 1, "L": 2, "n_blocks": 1},

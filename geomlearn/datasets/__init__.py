@@ -21,11 +21,15 @@ substeps are doubled from the stated start until the halving test passes):
 | `kepler(key)` | `Kepler()` | $a \in [0.8, 1.2]$, $e \in [0, 0.5]$ | 200 | 0.1 | Yoshida 6, from 8 substeps |
 | `three_body(key)` | `ThreeBody()` | figure-eight $\pm 0.02$ | 200 | 0.1 | Yoshida 6, from 32 substeps |
 | `double_pendulum(key)` | `DoublePendulum()` | $\theta \in [-1, 1]^2$, $p \in [-0.5, 0.5]^2$ | 200 | 0.1 | Gauss–Legendre 6, from 4 substeps |
+| `damped_pendulum(key)` | `DampedPendulum()` | $q \in [-2, 2]$, $p \in [-1, 1]$ | 200 | 0.1 | Gauss–Legendre 6, from 2 substeps |
+| `duffing(key)` | `Duffing()` (Desai et al. 2021) | $(q, p) \in [-2.5, 2.5]^2$, $\tau = 0$ | 1000 | 0.01 | Gauss–Legendre 6, from 2 substeps |
+| `forced_mass_spring(key)` | `ForcedMassSpring()` | $\lvert(q, p)\rvert^2 \in [1, 4.5]$, $\tau = 0$ | 500 | 0.02 | Gauss–Legendre 6, from 2 substeps |
 
 (32 trajectories by default.) All arrays have JAX's default float dtype unless `dtype`
 is given (float64 needs `jax_enable_x64`).
 """
 
+from ._dissipative import damped_pendulum, duffing, forced_mass_spring
 from ._papers import (
     coupled_oscillator_lst,
     forced_rigid_body,
@@ -55,4 +59,7 @@ __all__ = [
     "kepler",
     "three_body",
     "double_pendulum",
+    "damped_pendulum",
+    "duffing",
+    "forced_mass_spring",
 ]

@@ -13,6 +13,7 @@ r"""Evaluation: how good a trained model is, measured against reference trajecto
 """
 
 from .._format import fmt as fmt  # the number format of the reports, used by the command line
+from ._dissipation import dissipation_metrics
 from ._integrator import (
     CHECK_TOLERANCE,
     Evaluation,
@@ -59,4 +60,5 @@ __all__ = [
     "ImmersionCheck",
     "check_immersion",
     "IMMERSION_TOLERANCE",
+    "dissipation_metrics",
 ]

@@ -16,7 +16,15 @@ import numpy as np
 from .._format import aligned_table, fmt
 from .._typing import Array, Float
 from ..integrators import AbstractIntegrator, IntegrationError, as_integrator, integrate
-from ..reduction import ReducedHamiltonianSystem, immersion_residual, proper_symplectic_decomposition
+from ..reduction import (
+    ReducedHamiltonianSystem,
+    immersion_residual,
+    latent_vector_field_error,
+    loop_action,
+    orbit_period,
+    projection_error_parts,
+    proper_symplectic_decomposition,
+)
 from ._timing import timed
 
 __all__ = [
@@ -125,8 +133,10 @@ class ReductionEvaluation(dict):
     **Attributes:** `times` `(N,)`; `full` (the full solution $X$, `(N, 2N)`);
     `projected` ($\Psi^d(\Psi^e(X))$); `reduced` (the reduced solution $Y$ `(N, 2n)`,
     `None` when its integration failed) and `decoded` ($\Psi^d(Y)$ or `None`); `series`,
-    per time, `{"projection", "psd_projection", "reduction"}` relative errors (`(N,)`
-    arrays; `"reduction"` is `None` when the integration failed).
+    per time, `{"projection", "psd_projection", "centred_psd_projection", "reduction",
+    "psd_reduction", "plain_psd_reduction"}` relative errors (`(N,)` arrays; a reduction
+    series is `None` when its integration failed; `"psd_reduction"` is the centred
+    PSD's, `"plain_psd_reduction"` the plain PSD's).
     """
 
     def __init__(self, metrics, *, times, full, projected, reduced, decoded, series):
@@ -144,17 +154,37 @@ class ReductionEvaluation(dict):
         n = m["reduced_dim"]
         rows = list(extra) + [
             ("projection error", at(m["projection_error"])),
+            ("  of q, of p", f"{fmt(m.get('projection_error_q'))}, {fmt(m.get('projection_error_p'))} "
+                             "(each relative to its variation about the mean)"),
             (f"PSD (2n = {n}) proj.", at(m["psd_projection_error"])),
+            ("centred PSD proj.", at(m.get("centred_psd_projection_error", {}))),
             ("reduction error", at(m["reduction_error"]) if m["reduction_failed"] is None
              else f"the reduced integration failed: {m['reduction_failed']}"),
+            ("  over the horizon", f"mean {fmt(m.get('reduction_error_mean'))}, max "
+                                   f"{fmt(m.get('reduction_error_max'))}; centred PSD mean "
+                                   f"{fmt(m.get('psd_reduction_error_mean'))}, max "
+                                   f"{fmt(m.get('psd_reduction_error_max'))}; plain PSD mean "
+                                   f"{fmt(m.get('plain_psd_reduction_error_mean'))}"),
+            ("loop action", _action_row(m)),
+            ("latent field error", f"{fmt(m.get('latent_vector_field_error'))} (‖J∇(H∘Ψ_dec) − "
+                                   "d/dt Ψ_enc(x)‖/‖d/dt Ψ_enc(x)‖ on the data)"),
             ("reduced energy", f"drift of H∘Ψ_dec along the reduced solution "
                                f"{fmt(m['reduced_energy_drift'])}"),
             ("immersion residual", f"{fmt(m['immersion_residual'])} (‖DᵀJD − J‖/‖J‖ of the "
                                    f"decoder at {m['immersion_points']} encoded data states)"),
             ("online phase", f"reduced implicit midpoint {fmt(m['reduced_seconds'])} s, full "
-                             f"order {fmt(m['full_order_seconds'])} s ({m['n_steps']} steps)"),
+                             f"order {fmt(m['full_order_seconds'])} s ({m['n_steps']} steps; "
+                             f"speed-up {fmt(m.get('online_speedup'))} at mean error "
+                             f"{fmt(m.get('reduction_error_mean'))})"),
         ]
         return aligned_table(title, rows)
+
+
+def _action_row(m) -> str:
+    if m.get("full_action") is None:
+        return "the data do not return to their initial state (no period, no loop action)"
+    return (f"∮p̃ dq̃ of the encoded orbit {fmt(m.get('code_loop_action'))} against ∮p·dq "
+            f"{fmt(m.get('full_action'))} of the full one over one period T = {fmt(m.get('period'))}")
 
 
 def _horizons(n_steps: int) -> list[int]:
@@ -200,6 +230,33 @@ def _reduced_solution(reduction, system, X, dt, integrator):
     return Y, decoded, seconds, drift, None
 
 
+def _loop_actions(reduction, X, dt):
+    """`(period, full action, code action)` over the first period of `X` (`None`s when
+    `X` does not return to its initial state)."""
+    K = orbit_period(X)
+    if K is None:
+        return None, None, None
+    codes = jax.jit(jax.vmap(reduction.encode))(X[: K + 1])
+    return K * dt, loop_action(X[: K + 1]), loop_action(codes)
+
+
+def _psd_baselines(system, X, dt, reduced_dim, integrator):
+    """The centred and the plain PSD of `X` of size `reduced_dim`: `{name: (projected,
+    decoded reduced solution or None)}`."""
+    out = {}
+    for name, centred in (("centred", True), ("plain", False)):
+        psd = proper_symplectic_decomposition(X, reduced_dim, centred=centred)
+        _, decoded, _, _, _ = _reduced_solution(psd, system, X, dt, integrator)
+        out[name] = (jax.vmap(psd)(X), decoded)
+    return out
+
+
+def _mean_max(series):
+    if series is None:
+        return None, None
+    return float(np.mean(series)), float(np.max(series))
+
+
 def evaluate_reduction(
     reduction,
     system,
@@ -216,16 +273,27 @@ def evaluate_reduction(
 
     - **projection error** at step $k$: $\lVert\Psi^d(\Psi^e(x_k)) - x_k\rVert /
       \lVert x_k\rVert$, and over all states $\lVert\Psi^d(\Psi^e(X)) - X\rVert_F /
-      \lVert X\rVert_F$ (`"all"`); the same for the PSD of the same reduced dimension,
-      fitted to the same states, as the linear baseline;
+      \lVert X\rVert_F$ (`"all"`); split into positions and momenta, each relative to
+      its variation about the mean (`geomlearn.reduction.projection_error_parts`); the
+      same for the plain and the centred PSD (reference state the snapshot mean) of the
+      same reduced dimension, fitted to the same states, as the linear baselines;
     - **reduction error**: the [`ReducedHamiltonianSystem`][geomlearn.reduction.ReducedHamiltonianSystem]
       $\dot y = \mathbb{J}_{2n}\nabla(H\circ\Psi^d)(y)$ is integrated from
       $y_0 = \Psi^e(x_0)$ by `method` with $\Delta t$ for $K$ steps and its decoded
-      solution compared with $X$ in the same way;
+      solution compared with $X$ in the same way, at the `horizons`, over all states, and
+      as the mean and the maximum over time of the per-state error; the same for both
+      PSDs;
+    - the **loop action**: when $X$ returns to $x_0$
+      (`geomlearn.reduction.orbit_period`: the smallest $\lVert x_k - x_0\rVert$ in the
+      first dip below a tenth of its maximum, after leaving $x_0$), $\oint p\cdot dq$
+      over that period $T$ of $X$ and $\oint\tilde p\, d\tilde q$ of the encoded states
+      $\Psi^e(x_k)$ (`geomlearn.reduction.loop_action`). A latent Hamiltonian flow
+      behind a symplectic decoder can only follow the data if the two agree (see the
+      concepts page);
     - the relative drift of $\tilde H = H\circ\Psi^d$ along the reduced solution, the
       immersion residual at encoded data states, and the wall time of the reduced and of
       the full-order integration over the same horizon (each timed on a second,
-      compiled run).
+      compiled run) and their ratio.
 
     **Arguments:** `reduction`; `system` (the full canonical system); `reference` (a
     `TrajectoryData`, whose first trajectory and `dt` are used — the reduced
@@ -236,10 +304,19 @@ def evaluate_reduction(
 
     **Returns:** a [`ReductionEvaluation`][geomlearn.evaluation.ReductionEvaluation] with
     the keys `"model"`, `"system"`, `"structure"`, `"full_dim"`, `"reduced_dim"`,
-    `"n_steps"`, `"dt"`, `"projection_error"`, `"psd_projection_error"`,
-    `"reduction_error"` (each `{"t=…": e, …, "all": e}`), `"reduction_failed"` (`None`
-    or why), `"reduced_energy_drift"`, `"immersion_residual"`, `"immersion_points"`,
-    `"reduced_seconds"`, `"full_order_seconds"`, `"speedup"`.
+    `"n_steps"`, `"dt"`, `"projection_error"`, `"psd_projection_error"` (plain PSD),
+    `"centred_psd_projection_error"`, `"reduction_error"`, `"psd_reduction_error"`
+    (centred PSD; each `{"t=…": e, …, "all": e}`), `"projection_error_q"`,
+    `"projection_error_p"`, `"reduction_error_mean"`, `"reduction_error_max"`,
+    `"psd_reduction_error_mean"`, `"psd_reduction_error_max"` (the centred PSD),
+    `"plain_psd_reduction_error_mean"`, `"plain_psd_reduction_error_max"`, `"period"`,
+    `"full_action"`, `"code_loop_action"` (the three `None` for data that do not return),
+    `"latent_vector_field_error"` (`geomlearn.reduction.latent_vector_field_error` on
+    the data),
+    `"reduction_failed"` (`None` or why), `"reduced_energy_drift"`,
+    `"immersion_residual"`, `"immersion_points"`, `"immersion_passed"`,
+    `"reduced_seconds"`, `"full_order_seconds"`, `"speedup"` and its alias
+    `"online_speedup"` (full-order over reduced wall time), `"reference_method"`.
     """
     integrator = as_integrator(method)
     X, dt, horizons = _full_solution(reduction, system, reference, horizons)
@@ -247,40 +324,52 @@ def evaluate_reduction(
     times = np.arange(n_steps + 1) * dt
     label = [f"t={times[h]:g}" for h in horizons]
 
-    def table(per_row, all_value):
-        if per_row is None:
+    def table(A):
+        if A is None:
             return {**{k: None for k in label}, "all": None}
-        return {**{k: float(per_row[h]) for k, h in zip(label, horizons)}, "all": all_value}
+        rows = _relative_rows(A, X)
+        return {**{k: float(rows[h]) for k, h in zip(label, horizons)},
+                "all": _relative_all(A, X)}
 
     P = jax.jit(jax.vmap(reduction))(X)
-    P_psd = jax.vmap(proper_symplectic_decomposition(X, reduction.reduced_dim))(X)
     Y, decoded, reduced_seconds, drift, failed = _reduced_solution(reduction, system, X, dt,
                                                                    integrator)
-    series = {"projection": _relative_rows(P, X), "psd_projection": _relative_rows(P_psd, X),
-              "reduction": None if decoded is None else _relative_rows(decoded, X)}
+    psds = _psd_baselines(system, X, dt, reduction.reduced_dim, integrator)
+    series = {"projection": _relative_rows(P, X),
+              "psd_projection": _relative_rows(psds["plain"][0], X),
+              "centred_psd_projection": _relative_rows(psds["centred"][0], X)}
+    for key, D in (("reduction", decoded), ("psd_reduction", psds["centred"][1]),
+                   ("plain_psd_reduction", psds["plain"][1])):
+        series[key] = None if D is None else _relative_rows(D, X)
     _, full_seconds = timed(lambda: integrate(system, X[0], dt, n_steps, method=integrator))
     idx = np.linspace(0, n_steps, min(int(n_immersion_points), n_steps + 1)).round().astype(int)
     check = check_immersion(reduction, X[idx])
+    q_err, p_err = projection_error_parts(reduction, X)
+    vf_err = float(jax.jit(lambda X: latent_vector_field_error(reduction, system, X))(X))
+    period, full_action, code_action = _loop_actions(reduction, X, dt)
+    speedup = None if reduced_seconds is None else full_seconds / reduced_seconds
     metrics = {
-        "model": type(reduction).__name__,
-        "system": type(system).__name__,
+        "model": type(reduction).__name__, "system": type(system).__name__,
         "structure": "symplectic immersion (decoder)",
-        "full_dim": int(reduction.full_dim),
-        "reduced_dim": int(reduction.reduced_dim),
-        "n_steps": n_steps,
-        "dt": dt,
-        "projection_error": table(series["projection"], _relative_all(P, X)),
-        "psd_projection_error": table(series["psd_projection"], _relative_all(P_psd, X)),
-        "reduction_error": table(series["reduction"],
-                                 None if decoded is None else _relative_all(decoded, X)),
-        "reduction_failed": failed,
-        "reduced_energy_drift": drift,
-        "immersion_residual": check.residual,
-        "immersion_points": check.n_points,
+        "full_dim": int(reduction.full_dim), "reduced_dim": int(reduction.reduced_dim),
+        "n_steps": n_steps, "dt": dt,
+        "projection_error": table(P), "psd_projection_error": table(psds["plain"][0]),
+        "centred_psd_projection_error": table(psds["centred"][0]),
+        "projection_error_q": float(q_err), "projection_error_p": float(p_err),
+        "reduction_error": table(decoded), "psd_reduction_error": table(psds["centred"][1]),
+        **dict(zip(("reduction_error_mean", "reduction_error_max"),
+                   _mean_max(series["reduction"]))),
+        **dict(zip(("psd_reduction_error_mean", "psd_reduction_error_max"),
+                   _mean_max(series["psd_reduction"]))),
+        **dict(zip(("plain_psd_reduction_error_mean", "plain_psd_reduction_error_max"),
+                   _mean_max(series["plain_psd_reduction"]))),
+        "period": period, "full_action": full_action, "code_loop_action": code_action,
+        "latent_vector_field_error": vf_err,
+        "reduction_failed": failed, "reduced_energy_drift": drift,
+        "immersion_residual": check.residual, "immersion_points": check.n_points,
         "immersion_passed": check.passed,
-        "reduced_seconds": reduced_seconds,
-        "full_order_seconds": full_seconds,
-        "speedup": None if reduced_seconds is None else full_seconds / reduced_seconds,
+        "reduced_seconds": reduced_seconds, "full_order_seconds": full_seconds,
+        "speedup": speedup, "online_speedup": speedup,
         "reference_method": integrator.name,
     }
     return ReductionEvaluation(metrics, times=times, full=X, projected=P, reduced=Y,

@@ -23,6 +23,7 @@ import dataclasses
 from typing import Callable
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 
 from ..models._base import AbstractModel
@@ -51,16 +52,68 @@ def _lagrangian_fill(model):
                        is_leaf=lambda x: x is None)
 
 
+def _layerwise_position_strip(skeleton):
+    """A transformer of layout 1 with `positional_encoding=True` or `"bias"` held the
+    earlier design of the position bias: eight features in every row-wise layer. Its
+    skeleton is rebuilt with `positional_encoding="bias-every-layer"`, the placement that
+    is that design today (the loaded model reports it in its `config()`)."""
+    if not skeleton.signal.select((0,)):  # no position bias: unchanged
+        return skeleton
+    config = {**skeleton.config(), "positional_encoding": "bias-every-layer"}
+    config["dtype"] = next(leaf.dtype for leaf in jax.tree_util.tree_leaves(skeleton))
+    return eqx.filter_eval_shape(lambda: type(skeleton)(**config, key=jax.random.PRNGKey(0)))
+
+
+def _unchanged(model):
+    return model
+
+
+def _autoencoder_strip(skeleton):
+    return eqx.tree_at(lambda m: (m.reference, m.loss_weights), skeleton, (None, None))
+
+
+def _autoencoder_fill(model):
+    if model.reference is not None:
+        return model
+    dtype = next(x.dtype for x in jax.tree_util.tree_leaves(model) if eqx.is_inexact_array(x))
+    return eqx.tree_at(lambda m: (m.reference, m.loss_weights), model,
+                       (jnp.zeros(model.full_dim, dtype), jnp.ones(2, dtype)),
+                       is_leaf=lambda x: x is None)
+
+
+def _reduced_integrator_strip(skeleton):
+    return eqx.tree_at(lambda m: m.autoencoder, skeleton,
+                       _autoencoder_strip(skeleton.autoencoder))
+
+
 #: The current layout of each class whose arrays have changed (others are at layout 1).
 LAYOUTS = {
     # 2: the learned constant mass matrix `mass` (files of layout 1 have no `mass`; they
     # load with the identity, the value a new network starts from)
     "LagrangianNeuralNetwork": 2,
+    # 2: `positional_encoding=True` is a position bias of two features (`"bias-light"`,
+    # every row-wise layer; `"bias"`: once per unit); files of layout 1 with `True` or
+    # `"bias"` held eight features in every row-wise layer and load as
+    # `positional_encoding="bias-every-layer"`, the same map
+    "SymplecticTransformer": 2,
+    "LinearSymplecticTransformer": 2,
+    "Transformer": 2,
+    # 2: the reference state `reference` and the loss weights `loss_weights` of the
+    # symplectic autoencoder (files of layout 1 have neither; they load with zero and
+    # ones, which is what an autoencoder of layout 1 computed)
+    "SymplecticAutoencoder": 2,
+    "ReducedIntegrator": 2,
 }
 
 #: `(class name, layout) -> Migration` to the next layout.
 MIGRATIONS = {
     ("LagrangianNeuralNetwork", 1): Migration(_lagrangian_strip, _lagrangian_fill),
+    **{
+        (name, 1): Migration(_layerwise_position_strip, _unchanged)
+        for name in ("SymplecticTransformer", "LinearSymplecticTransformer", "Transformer")
+    },
+    ("SymplecticAutoencoder", 1): Migration(_autoencoder_strip, _autoencoder_fill),
+    ("ReducedIntegrator", 1): Migration(_reduced_integrator_strip, _unchanged),
 }
 
 

@@ -13,7 +13,9 @@ exactly, for every parameter value:
 | `"input"` | `InputTable` | $F(Z + P)$, with the sinusoidal table $P$ (a translation) |
 | `"scaled"` | `ScaledTable` | $F(Z + s P_{\text{short}})$, $s = 0.1$, frequencies $2^{-j}$ |
 | `"conjugate"` | `Conjugate` | $F(Z + P) - P$ (conjugation by a translation) |
-| `"bias"`, `True` | `PositionBias` | a bias $G e_t$ in the pre-activation of the row-wise layers of row $t$ |
+| `"bias"` (`True` of the VPT) | `PositionBias()` | a bias $G e_t$ of row $t$, once per unit, with $m = 2$ features |
+| `"bias-light"` (`True` of the symplectic and standard transformers) | `PositionBias(2, every_layer=True)` | two features in every row-wise layer (the symplectic transformers: a shift of each gradient layer's argument) |
+| `"bias-every-layer"` | `PositionBias(8, every_layer=True, shift=False)` | a bias $G e_t$ in every row-wise layer, $m = 8$ (the earlier bias design, what `True` meant in files of layout 1, which load as it) |
 
 The string (or bool) is turned into its object once, in the model's constructor
 (`parse_positional_encoding`), and the model asks the object; it never compares the
@@ -29,6 +31,19 @@ row (`position_bias`). The Jacobian of every row is the layer's own with a shift
 argument, so a gradient layer stays the gradient of a potential (symplectic) and a
 triangular shear stays unit triangular (volume-preserving). The gains start at zero,
 so at initialisation the model is bit for bit the one without encoding.
+
+**Where, and how many.** Each gain adds (rows × $m$) parameters, and a
+Levenberg–Marquardt iteration costs $\propto P^2$ in the parameter count $P$ (the
+Gauss–Newton matrix $J^\top J$), so the position bias takes $m = 2$ features
+$e_t = (\sin t, \cos t) - \text{mean}$: `PositionBias()` (`"bias"`) **once per unit**
+(`PositionBias.select` names the layers; the models document where and how many
+parameters that is) — after the first biased layer the row's state carries the position
+on, which suffices for the volume-preserving transformer; `PositionBias(2,
+every_layer=True)` (`"bias-light"`) in every row-wise layer, which the symplectic and
+standard transformers need (measured: docs/concepts/positional_encoding.md), at $2n$
+parameters per gradient layer (a shift of its argument, whatever its width).
+`PositionBias(8, every_layer=True, shift=False)` (`"bias-every-layer"`) is the earlier
+bias design, a gain of eight features in every row-wise layer.
 """
 
 from __future__ import annotations
@@ -54,6 +69,7 @@ __all__ = [
     "PLACEMENTS",
     "DEFAULT_PLACEMENT",
     "N_POSITION_FEATURES",
+    "N_LAYERWISE_FEATURES",
     "SCALED_AMPLITUDE",
     "parse_positional_encoding",
     "position_bias",
@@ -63,9 +79,11 @@ __all__ = [
 
 #: The static amplitude $s$ of the `"scaled"` placement's table.
 SCALED_AMPLITUDE = 0.1
-#: The default number $m$ of position features $e_t \in \mathbb{R}^m$ of the `"bias"`
-#: placement.
-N_POSITION_FEATURES = 8
+#: The number $m$ of position features $e_t \in \mathbb{R}^m$ of the `"bias"` placement:
+#: one sine/cosine pair, $e_t = (\sin t, \cos t)$ centred.
+N_POSITION_FEATURES = 2
+#: The number of features of the `"bias-every-layer"` placement (the earlier bias design).
+N_LAYERWISE_FEATURES = 8
 
 
 def _short_base(m: int) -> float:
@@ -116,17 +134,34 @@ def resnet_layer_with_bias(layer, Z, C):
 
 class AbstractPositionSignal(eqx.Module):
     """Where the position signal enters a transformer integrator (see the module
-    documentation). Instances have no fields: they are hashable and are stored as static
-    fields of the models; the parts they build (a table, gains) are the model's fields."""
+    documentation). Instances have only static fields: they are hashable and are stored
+    as static fields of the models; the parts they build (a table, gains) are the
+    model's fields."""
 
     @abc.abstractmethod
     def encoder(self, dim: int) -> PositionalEncoding | None:
         """The parameterless table a translation adds (`None`: no translation)."""
 
     @abc.abstractmethod
-    def zero_gains(self, rows, dtype, m: int = N_POSITION_FEATURES):
+    def zero_gains(self, rows, dtype, m: int | None = None):
         """Zero gains `(r, m)` for every row count `r` in the pytree `rows` (the same
-        pytree of arrays), or `None` for a placement without a position bias."""
+        pytree of arrays; `m` defaults to the placement's number of features), or `None`
+        for a placement without a position bias."""
+
+    def select(self, candidates) -> tuple:
+        """Which of a unit's row-wise layers (`candidates`, in order) take a position
+        bias: none (a placement without gains)."""
+        return ()
+
+    def layerwise(self) -> bool:
+        """Whether the position bias is in every row-wise layer (`"bias-light"`,
+        `"bias-every-layer"`) rather than once per unit."""
+        return False
+
+    def shifts_argument(self) -> bool:
+        r"""Whether a gradient layer takes the bias as a shift $G e_t \in \mathbb{R}^n$ of
+        its argument ($K G e_t$ in its pre-activation) rather than as $G e_t$ itself."""
+        return False
 
     @abc.abstractmethod
     def encode(self, encoder, Z):
@@ -167,24 +202,50 @@ class _AbstractRowSignal(AbstractPositionSignal):
 class _AbstractTranslation(AbstractPositionSignal):
     """A placement that translates the window by a sinusoidal table (no gains)."""
 
-    def zero_gains(self, rows, dtype, m: int = N_POSITION_FEATURES) -> None:
+    def zero_gains(self, rows, dtype, m: int | None = None) -> None:
         return None
 
 
 class NoSignal(_AbstractRowSignal):
     """No position signal (`positional_encoding=False`): the model map $F(Z)$."""
 
-    def zero_gains(self, rows, dtype, m: int = N_POSITION_FEATURES) -> None:
+    def zero_gains(self, rows, dtype, m: int | None = None) -> None:
         return None
 
 
 class PositionBias(_AbstractRowSignal):
-    r"""The position bias (`"bias"`, the meaning of `positional_encoding=True`): the layers
-    the model names receive $x_t \mapsto x_t + \sigma(Wx_t + b + G e_t)$ on row $t$,
-    with the centred sinusoidal features $e_t \in \mathbb{R}^m$ (frequencies $2^{-j}$)
-    and learned gains $G$ initialised to zero (`position_bias`)."""
+    r"""The position bias: the layers the model names receive
+    $x_t \mapsto x_t + \sigma(Wx_t + b + G e_t)$ on row $t$, with the centred sinusoidal
+    features $e_t \in \mathbb{R}^m$ (frequencies $2^{-j}$) and learned gains $G$
+    initialised to zero (`position_bias`).
 
-    def zero_gains(self, rows, dtype, m: int = N_POSITION_FEATURES):
+    `PositionBias()` (`"bias"`, the meaning of `positional_encoding=True`): $m = 2$
+    features, in the first row-wise layer of each unit (`select`).
+    `PositionBias(2, every_layer=True)` (`"bias-light"`): in every row-wise layer.
+    `PositionBias(8, every_layer=True, shift=False)` (`"bias-every-layer"`): $m = 8$
+    features in every row-wise layer, a bias $G e_t$ in gradient layers too.
+
+    **Fields** (static): `features` ($m \ge 1$), `every_layer` (bool), `shift` (bool:
+    gradient layers take the bias as a shift of their argument, `shifts_argument`)."""
+
+    features: int = eqx.field(static=True, default=N_POSITION_FEATURES)
+    every_layer: bool = eqx.field(static=True, default=False)
+    shift: bool = eqx.field(static=True, default=True)
+
+    def select(self, candidates) -> tuple:
+        """Which of a unit's row-wise layers (`candidates`, in order) take a bias: the
+        first one, or every one when `every_layer`."""
+        candidates = tuple(candidates)
+        return candidates if self.every_layer else candidates[:1]
+
+    def layerwise(self) -> bool:
+        return self.every_layer
+
+    def shifts_argument(self) -> bool:
+        return self.shift
+
+    def zero_gains(self, rows, dtype, m: int | None = None):
+        m = self.features if m is None else m
         return jax.tree_util.tree_map(lambda r: jnp.zeros((r, m), dtype), rows)
 
 
@@ -256,21 +317,27 @@ PLACEMENTS: dict[str, AbstractPositionSignal] = {
     "scaled": ScaledTable(),
     "conjugate": Conjugate(),
     "bias": PositionBias(),
+    "bias-light": PositionBias(N_POSITION_FEATURES, every_layer=True),
+    "bias-every-layer": PositionBias(N_LAYERWISE_FEATURES, every_layer=True, shift=False),
 }
-#: What `positional_encoding=True` means.
+#: What `positional_encoding=True` means unless a model family names its own
+#: (`default_placement`: the symplectic and standard transformers take `"bias-light"`).
 DEFAULT_PLACEMENT = "bias"
 
 
-def parse_positional_encoding(value) -> tuple[bool | str, AbstractPositionSignal]:
+def parse_positional_encoding(
+    value, default: str = DEFAULT_PLACEMENT
+) -> tuple[bool | str, AbstractPositionSignal]:
     """`positional_encoding` validated, and its placement object: `(value, signal)`.
 
-    `value` is a bool (`True` means `DEFAULT_PLACEMENT`) or a name in `PLACEMENTS`; it is
-    returned as given (a NumPy bool as a Python bool), for the model's `config()`.
+    `value` is a bool (`True` means `default`, the model family's measured choice, a name
+    in `PLACEMENTS`) or a name in `PLACEMENTS`; it is returned as given (a NumPy bool as
+    a Python bool), for the model's `config()`.
     """
     names = tuple(PLACEMENTS)
     if isinstance(value, (bool, np.bool_)):
         value = bool(value)
-        return value, (PLACEMENTS[DEFAULT_PLACEMENT] if value else NoSignal())
+        return value, (PLACEMENTS[default] if value else NoSignal())
     if isinstance(value, str):
         if value not in PLACEMENTS:
             raise ValueError(

@@ -5,7 +5,17 @@ of a `Task` (`AbstractSamples`, `Pairs`, `Windows`, …) are importable from her
 authors of new model families; they are not re-exported at the top level.
 """
 
-from . import autoencoder, hnn, lagrangian, lie_poisson, resnet, ridge_sympnet, sympnet, transformer, volume_preserving
+from . import (
+    autoencoder,
+    hnn,
+    lagrangian,
+    lie_poisson,
+    resnet,
+    ridge_sympnet,
+    sympnet,
+    transformer,
+    volume_preserving,
+)
 from ._base import AbstractModel
 from ._integrators import (
     AbstractFeedForwardIntegrator,
@@ -23,16 +33,18 @@ from ._task import (
     VectorFieldSamples,
     Windows,
 )
+from .autoencoder import *  # noqa: F403
+from .conformal import ConformalSympNet
 from .hnn import *  # noqa: F403
 from .lagrangian import *  # noqa: F403
 from .lie_poisson import *  # noqa: F403
+from .multistep import MultiStep
+from .port_hamiltonian import PortHamiltonianNN
 from .resnet import *  # noqa: F403
 from .ridge_sympnet import *  # noqa: F403
 from .sympnet import *  # noqa: F403
 from .transformer import *  # noqa: F403
 from .volume_preserving import *  # noqa: F403
-from .autoencoder import *  # noqa: F403
-from .multistep import MultiStep
 
 __all__ = [
     "Task",
@@ -50,4 +62,6 @@ __all__ = [
     *transformer.__all__,
     *autoencoder.__all__,
     "MultiStep",
+    "ConformalSympNet",
+    "PortHamiltonianNN",
 ]

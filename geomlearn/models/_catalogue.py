@@ -11,10 +11,12 @@ import inspect
 
 from . import (
     autoencoder,
+    conformal,
     hnn,
     lagrangian,
     lie_poisson,
     multistep,
+    port_hamiltonian,
     resnet,
     ridge_sympnet,
     sympnet,
@@ -27,7 +29,7 @@ __all__ = ["register", "model_class", "model_classes"]
 
 # The modules whose `__all__` lists the model families of `geomlearn.models`.
 _FAMILIES = (sympnet, ridge_sympnet, lie_poisson, lagrangian, resnet, hnn, volume_preserving, transformer, autoencoder,
-             multistep)
+             multistep, conformal, port_hamiltonian)
 
 
 def _is_concrete_model(name: str, obj) -> bool:

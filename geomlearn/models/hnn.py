@@ -13,20 +13,12 @@ import jax.numpy as jnp
 from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._nn import check_point
-from .._validation import check_even, check_int, float_dtype
+from .._validation import check_even, check_int, check_stored_dt, float_dtype
 from ..geometry import symplectic_matrix
 from ._integrators import AbstractHamiltonianModel
 from ._task import Task
 
 __all__ = ["HamiltonianNeuralNetwork"]
-
-
-def _check_dt(dt):
-    if dt is None:
-        return None
-    if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not (math.isfinite(dt) and dt > 0):
-        raise ValueError(f"dt must be None or a finite number > 0, got {dt!r}")
-    return float(dt)
 
 
 class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
@@ -101,7 +93,7 @@ class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
         dtype=None,
     ):
         self.dim = check_even("dim", dim)
-        self.dt = _check_dt(dt)
+        self.dt = check_stored_dt(dt)
         self.width = check_int("width", width, minimum=1)
         self.depth = check_int("depth", depth, minimum=1)
         resolve_activation(activation)
@@ -118,7 +110,7 @@ class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
     def with_dt(self, dt: float | None) -> HamiltonianNeuralNetwork:
         """A copy with the time step `dt` (stored in its file; see `dt`)."""
         new = copy.copy(self)
-        object.__setattr__(new, "dt", _check_dt(dt))
+        object.__setattr__(new, "dt", check_stored_dt(dt))
         return new
 
     def task(self, *, seq_length=None, prediction_window=None, dt=None, data_dt=None) -> Task:

@@ -208,23 +208,19 @@ class VolumePreservingFeedForward(AbstractFeedForwardIntegrator):
         return z
 
 
-# The number of position features $e_t$ of the VPT's `"bias"` placement (see
-# `VolumePreservingTransformer`): one sine/cosine pair, $e_t = (\sin t, \cos t)$ centred.
-_VPT_POSITION_FEATURES = 2
-
-
-def _biased_layers(ff: VolumePreservingFeedForward) -> list[int]:
-    """Indices of the layers of `ff` that take a position bias: the **first** layer with a
-    bias (the first nonlinear layer, or a linear layer with a bias before it).
+def _biased_layers(ff: VolumePreservingFeedForward, signal: AbstractPositionSignal) -> tuple:
+    """Indices of the layers of `ff` that take a position bias: of its layers with a bias,
+    those `signal.select` names — for the default `"bias"` the **first** (the first
+    nonlinear layer, or a linear layer with a bias before it).
 
     One biased layer per unit, not all of them: a gain in every biased layer made each
     Levenberg–Marquardt iteration markedly dearer and converged slower on a Markov
     problem, while one gain of two features per unit still lets the model use the order
     (benchmarks/RESULTS.md)."""
-    return [i for i, layer in enumerate(ff.layers) if layer.bias is not None][:1]
+    return signal.select(i for i, layer in enumerate(ff.layers) if layer.bias is not None)
 
 
-def _feedforward_with_bias(ff: VolumePreservingFeedForward, Z, gains):
+def _feedforward_with_bias(ff: VolumePreservingFeedForward, Z, gains, signal):
     r"""`ff` on a window `(T, d)` with a position bias in the layers `_biased_layers`
     names: $x_t \mapsto x_t + \sigma(W x_t + b + G e_t)$ on each row $t$ (a nonlinear
     layer) or $x_t \mapsto x_t + W x_t + b + G e_t$ (a linear layer with a bias); `gains`
@@ -232,7 +228,7 @@ def _feedforward_with_bias(ff: VolumePreservingFeedForward, Z, gains):
     still unit triangular: the volume is preserved for every parameter value."""
     dtype = Z.dtype
     T = Z.shape[0]
-    biases = dict(zip(_biased_layers(ff), gains))
+    biases = dict(zip(_biased_layers(ff, signal), gains))
     affine = None
     for i, layer in enumerate(ff.layers):
         if layer.activation is None:  # runs of linear layers: one affine map, as in `ff`
@@ -255,11 +251,11 @@ def _feedforward_with_bias(ff: VolumePreservingFeedForward, Z, gains):
     return Z
 
 
-def _feedforward_inverse_with_bias(ff: VolumePreservingFeedForward, Y, gains):
+def _feedforward_inverse_with_bias(ff: VolumePreservingFeedForward, Y, gains, signal):
     """The exact inverse of `_feedforward_with_bias`: each layer is inverted row by row
     with its bias `b + G e_t` (substitution, as `layer.inverse`)."""
     biases = {
-        i: position_bias(g, Y.shape[0]) for i, g in zip(_biased_layers(ff), gains)
+        i: position_bias(g, Y.shape[0]) for i, g in zip(_biased_layers(ff, signal), gains)
     }
     for i in reversed(range(len(ff.layers))):
         layer = ff.layers[i]
@@ -312,7 +308,11 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
     learned gain $G \in \mathbb{R}^{d\times 2}$ initialised to **zero** — at
     initialisation the model is the one without encoding, and a row-dependent bias keeps
     every Jacobian unit triangular. It adds $2d$ parameters per unit (6 for the
-    rigid body's `L = 1`). Any placement breaks the equivariance; the measurements
+    rigid body's `L = 1`): under Levenberg–Marquardt, whose iteration costs
+    $\propto P^2$, at most $(1 + 2dL/P)^2$ times as much per iteration ($1.09\times$
+    for the command line's rigid-body default, $138 \to 144$ parameters;
+    `"bias-light"`, two features in every biased layer, adds $2d$ and
+    `"bias-every-layer"`, eight features, $8d$ per biased layer). Any placement breaks the equivariance; the measurements
     behind the default are in `docs/concepts/positional_encoding.md`.
 
     **Weighting.** `weighting="arbitrary"` uses the non-skew attention of
@@ -335,7 +335,8 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
     - `weighting`: `"skew"` (volume-preserving, default) or `"arbitrary"` (turned into
       the attention's weighting object once, here; `model.weighting` stays the name).
     - `positional_encoding`: `False` (default: no position signal), `True` (the default
-      placement, `"bias"`), or a placement by name: `"bias"` (above), `"input"` (the table
+      placement of this family, `"bias"`), or a placement by name: `"bias"` (above),
+      `"bias-light"`, `"bias-every-layer"`, `"input"` (the table
       added first, $Z + P$), `"scaled"` ($Z + 0.1\,P_{\text{short}}$, frequencies
       $2^{-j}$) or `"conjugate"` ($\Phi(Z + P) - P$).
     - `key`: a JAX PRNG key; `dtype`: the parameter dtype (`None`: JAX's default float).
@@ -353,6 +354,8 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
     """
 
     structure: ClassVar[str] = _StructureOfWeighting()  # type: ignore[assignment]
+    #: What `positional_encoding=True` means for this family: once per unit (measured).
+    default_placement: ClassVar[str] = "bias"
 
     attention: tuple[VolumePreservingAttention, ...]
     feedforward: tuple[VolumePreservingFeedForward, ...]
@@ -391,7 +394,8 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
         self.activation = activation
         self.init_upper = _check_bool("init_upper", init_upper)
         self.scheme = weighting_from(weighting)
-        self.positional_encoding, self.signal = parse_positional_encoding(positional_encoding)
+        self.positional_encoding, self.signal = parse_positional_encoding(
+            positional_encoding, self.default_placement)
         self.seq_length = None
         dtype = float_dtype(dtype)
         attention, feedforward = [], []
@@ -414,8 +418,10 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
         self.attention = tuple(attention)
         self.feedforward = tuple(feedforward)
         self.encoder = self.signal.encoder(self.dim)
-        rows = tuple(tuple(self.dim for _ in _biased_layers(ff)) for ff in self.feedforward)
-        self.position_gains = self.signal.zero_gains(rows, dtype, _VPT_POSITION_FEATURES)
+        rows = tuple(
+            tuple(self.dim for _ in _biased_layers(ff, self.signal)) for ff in self.feedforward
+        )
+        self.position_gains = self.signal.zero_gains(rows, dtype)
 
     @property
     def weighting(self) -> str:
@@ -438,7 +444,7 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
             if self.position_gains is None:
                 Z = feedforward(Z)
             else:
-                Z = _feedforward_with_bias(feedforward, Z, self.position_gains[u])
+                Z = _feedforward_with_bias(feedforward, Z, self.position_gains[u], self.signal)
         return self.signal.decode(self.encoder, Z)
 
     def inference_form(self):
@@ -470,7 +476,8 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
             if self.position_gains is None:
                 Y = self.feedforward[u].inverse(Y)
             else:
-                Y = _feedforward_inverse_with_bias(self.feedforward[u], Y, self.position_gains[u])
+                Y = _feedforward_inverse_with_bias(
+                    self.feedforward[u], Y, self.position_gains[u], self.signal)
             Y = self.attention[u].inverse(Y)
         return self.signal.undo_encode(self.encoder, Y)
 

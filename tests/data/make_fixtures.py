@@ -11,8 +11,10 @@ Files already committed are never rewritten (a file written by a released versio
 must keep loading; `--force` rewrites them, for a format that was never released).
 Besides today's files it writes the older forms that the compatibility rule covers:
 `LagrangianNeuralNetwork-layout1.geomlearn` (no `mass` array, no layout recorded) and
-`HamiltonianNeuralNetwork-no-dt.geomlearn` (no `dt` in its configuration), made by
-writing today's model in the form those versions wrote; and one training checkpoint.
+`HamiltonianNeuralNetwork-no-dt.geomlearn` (no `dt` in its configuration) and
+`<Transformer class>-layout1-bias.geomlearn` (`positional_encoding=True` with eight
+position features in every row-wise layer), made by writing today's model in the form
+those versions wrote; and one training checkpoint.
 See `docs/persistence.md`.
 """
 
@@ -55,6 +57,8 @@ CASES = {
     "ReducedIntegrator": lambda k: gl.ReducedIntegrator(
         8, 2, n_layers=1, width=3, autoencoder_width=3, n_encoder_blocks=1, key=k),
     "MultiStep": lambda k: MultiStep(gl.HenonNet(2, n_layers=1, width=2, key=k), 3),
+    "ConformalSympNet": lambda k: gl.ConformalSympNet(2, n_layers=2, width=3, dt=0.1, key=k),
+    "PortHamiltonianNN": lambda k: gl.PortHamiltonianNN(3, width=3, depth=1, forcing="time", key=k),
 }
 
 
@@ -70,6 +74,10 @@ def output(model):
         return output(model.model)
     if isinstance(model, AbstractTransformerIntegrator):
         return model(_input((model.seq_length or 3, model.dim)))
+    if isinstance(model, gl.PortHamiltonianNN):
+        z = _input((model.dim,))
+        x, t = z[:-1], z[-1]
+        return jnp.concatenate([model.hamiltonian(x)[None], model(x, t), model.dissipation(x).ravel()])
     if isinstance(model, AbstractHamiltonianModel):
         z = _input((model.dim,))
         return jnp.concatenate([model.hamiltonian(z)[None], model.vector_field(z)])
@@ -99,6 +107,37 @@ def _older_forms(expected: dict) -> None:
     expected["HamiltonianNeuralNetwork-no-dt"] = np.asarray(output(hnn))
 
 
+#: Transformers of layout 1 with `positional_encoding=True`: eight position features in
+#: every row-wise layer (today's `"bias-every-layer"`), non-zero gains.
+LAYERWISE_BIAS = {
+    "SymplecticTransformer": lambda k: gl.SymplecticTransformer(
+        4, L=2, width=3, positional_encoding="bias-every-layer", key=k),
+    "LinearSymplecticTransformer": lambda k: gl.LinearSymplecticTransformer(
+        4, 3, positional_encoding="bias-every-layer", key=k),
+    "Transformer": lambda k: gl.Transformer(
+        4, n_heads=2, L=1, transformer_dim=6, positional_encoding="bias-every-layer", key=k),
+}
+
+
+def _layerwise_bias_forms(expected: dict) -> None:
+    """`<Class>-layout1-bias.geomlearn`: a transformer as layout 1 wrote
+    `positional_encoding=True` (no layout recorded, the flag `True`)."""
+    for i, (name, build) in enumerate(LAYERWISE_BIAS.items()):
+        model = build(jax.random.PRNGKey(40 + i))
+        gains = tuple(jnp.asarray(np.random.default_rng(i).standard_normal(g.shape) * 0.3, g.dtype)
+                      for g in model.position_gains)
+        model = eqx.tree_at(lambda m: m.position_gains, model, gains)
+        path = HERE / f"{name}-layout1-bias.geomlearn"
+        gl.save(path, model)
+
+        def edit(header):
+            header.pop("layout")
+            header["config"]["positional_encoding"] = True
+
+        _rewrite(path, path, edit)
+        expected[f"{name}-layout1-bias"] = np.asarray(output(model))
+
+
 def _checkpoint(expected: dict) -> None:
     data = gl.TrajectoryData(np.stack([np.cos(np.linspace(0, 2, 12)), -np.sin(np.linspace(0, 2, 12))],
                                       axis=-1)[None].astype(np.float32), 0.1)
@@ -123,6 +162,8 @@ def main(force: bool = False) -> None:
         _older_forms(expected)
     if force or "GSympNet-checkpoint" not in expected:
         _checkpoint(expected)
+    if force or "SymplecticTransformer-layout1-bias" not in expected:
+        _layerwise_bias_forms(expected)
     np.savez(expected_file, **expected)
     print(json.dumps({k: list(v.shape) for k, v in sorted(expected.items())}))
 

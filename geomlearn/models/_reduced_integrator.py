@@ -1,0 +1,225 @@
+r"""A learned integrator in the reduced space of a symplectic autoencoder (see
+`geomlearn.models.autoencoder`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._typing import Array, Float, PRNGKeyArray
+from .._validation import check_int
+from ._base import map_residuals, scan_rollout
+from ._integrators import AbstractPointModel, point_pairs
+from ._symplectic_autoencoder import SymplecticAutoencoder
+from ._task import Task, no_options
+from .resnet import ResNet
+from .sympnet import GSympNet, LASympNet
+
+__all__ = ["ReducedIntegrator"]
+
+
+# The reduced integrators by the name `ReducedIntegrator(integrator=...)` stores, each built
+# on R^{2n} from (dim, n_layers, width, activation, key, dtype).
+_INTEGRATORS: dict[str, Callable[..., eqx.Module]] = {
+    "gsympnet": lambda d, n, w, a, k, t: GSympNet(d, n_layers=n, width=w, activation=a, key=k, dtype=t),
+    "lasympnet": lambda d, n, w, a, k, t: LASympNet(d, n_layers=n, key=k, dtype=t),
+    "resnet": lambda d, n, w, a, k, t: ResNet(d, width=w, depth=n, activation=a, key=k, dtype=t),
+}
+
+
+class ReducedIntegrator(AbstractPointModel):
+    r"""A learned integrator in the reduced space of a symplectic autoencoder.
+
+    The one-step map of the full space is $z \mapsto \Psi^d(\mathcal{N}(\Psi^e(z)))$,
+    with $\Psi^{e,d}$ a [`SymplecticAutoencoder`][geomlearn.models.SymplecticAutoencoder]
+    `full_dim → reduced_dim` and $\mathcal{N}$ a feed-forward integrator on
+    $\mathbb{R}^{2n}$ (`integrator`: `"gsympnet"` — symplectic —, `"lasympnet"` or
+    `"resnet"`). `fit` trains it on one-step pairs of full states with the loss
+    $\lVert\Psi^d(\mathcal{N}(\Psi^e(x))) - y\rVert / \lVert y\rVert$. The rollout
+    encodes once, iterates $\mathcal{N}$ in the reduced space (cost independent of $N$)
+    and decodes each state.
+
+    `train_autoencoder = False` (default) stops gradients into the autoencoder: train
+    the autoencoder first, put it in with
+    [`ReducedIntegrator.from_parts`][geomlearn.models.ReducedIntegrator.from_parts], then
+    `fit` trains $\mathcal{N}$ alone by a first-order optimiser (Levenberg–Marquardt
+    is refused: the model holds Stiefel parameters). `True` trains both (`riemannian_adam`).
+
+    `structure` is `"none"`: the full-space step has rank `reduced_dim` and is not a
+    symplectic map of $\mathbb{R}^{2N}$. The *reduced* map $\mathcal{N}$ is symplectic
+    for `"gsympnet"`/`"lasympnet"` (`reduced_structure`), and the decoder is a symplectic
+    immersion.
+
+    **Arguments:** `full_dim`, `reduced_dim`; `integrator = "gsympnet"`, `n_layers = 4`,
+    `width = 16` (of $\mathcal{N}$); `autoencoder_width = 16`, `n_encoder_layers = 4`,
+    `n_encoder_blocks = 2`, `n_decoder_layers = 1`, `n_decoder_blocks = 3`,
+    `activation = "tanh"`, `train_autoencoder = False`, `key`, `dtype`. Every argument
+    is stored, so `geomlearn.save`/`load` round-trip the model.
+    """
+
+    structure: ClassVar[str] = "none"
+
+    autoencoder: SymplecticAutoencoder
+    integrator_net: eqx.Module
+    full_dim: int = eqx.field(static=True)
+    reduced_dim: int = eqx.field(static=True)
+    integrator: str = eqx.field(static=True)
+    n_layers: int = eqx.field(static=True)
+    width: int = eqx.field(static=True)
+    autoencoder_width: int = eqx.field(static=True)
+    n_encoder_layers: int = eqx.field(static=True)
+    n_encoder_blocks: int = eqx.field(static=True)
+    n_decoder_layers: int = eqx.field(static=True)
+    n_decoder_blocks: int = eqx.field(static=True)
+    activation: Callable | str = eqx.field(static=True)
+    train_autoencoder: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        full_dim: int,
+        reduced_dim: int,
+        *,
+        integrator: str = "gsympnet",
+        n_layers: int = 4,
+        width: int = 16,
+        autoencoder_width: int = 16,
+        n_encoder_layers: int = 4,
+        n_encoder_blocks: int = 2,
+        n_decoder_layers: int = 1,
+        n_decoder_blocks: int = 3,
+        activation: Callable | str = "tanh",
+        train_autoencoder: bool = False,
+        key: PRNGKeyArray,
+        dtype=None,
+    ):
+        if integrator not in _INTEGRATORS:
+            raise ValueError(f"integrator must be one of {tuple(_INTEGRATORS)}, got {integrator!r}")
+        k_ae, k_nn = jax.random.split(key)
+        self.autoencoder = SymplecticAutoencoder(
+            full_dim, reduced_dim, n_encoder_layers=n_encoder_layers,
+            n_encoder_blocks=n_encoder_blocks, n_decoder_layers=n_decoder_layers,
+            n_decoder_blocks=n_decoder_blocks, width=autoencoder_width, activation=activation,
+            key=k_ae, dtype=dtype,
+        )
+        self.full_dim, self.reduced_dim = self.autoencoder.full_dim, self.autoencoder.reduced_dim
+        self.integrator = integrator
+        self.n_layers = check_int("n_layers", n_layers, minimum=1)
+        self.width = check_int("width", width, minimum=1)
+        self.autoencoder_width = autoencoder_width
+        self.n_encoder_layers, self.n_encoder_blocks = n_encoder_layers, n_encoder_blocks
+        self.n_decoder_layers, self.n_decoder_blocks = n_decoder_layers, n_decoder_blocks
+        self.activation = activation
+        if not isinstance(train_autoencoder, bool):
+            raise TypeError(f"train_autoencoder must be a bool, got {train_autoencoder!r}")
+        self.train_autoencoder = train_autoencoder
+        self.integrator_net = _INTEGRATORS[integrator](
+            self.reduced_dim, self.n_layers, self.width, activation, k_nn, dtype)
+
+    @classmethod
+    def from_parts(cls, autoencoder: SymplecticAutoencoder, integrator_net, *,
+                   integrator: str = "gsympnet", n_layers: int | None = None,
+                   width: int | None = None, train_autoencoder: bool = False):
+        """A `ReducedIntegrator` made of a (trained) autoencoder and a (trained or fresh)
+        reduced integrator, with the configuration read from both (so it can be saved)."""
+        cfg = autoencoder.config()
+        n_layers = n_layers if n_layers is not None else getattr(
+            integrator_net, "n_layers", getattr(integrator_net, "depth", 1))
+        width = width if width is not None else getattr(integrator_net, "width", 16)
+        skeleton = eqx.filter_eval_shape(
+            lambda: cls(cfg["full_dim"], cfg["reduced_dim"], integrator=integrator,
+                        n_layers=n_layers, width=width, autoencoder_width=cfg["width"],
+                        n_encoder_layers=cfg["n_encoder_layers"],
+                        n_encoder_blocks=cfg["n_encoder_blocks"],
+                        n_decoder_layers=cfg["n_decoder_layers"],
+                        n_decoder_blocks=cfg["n_decoder_blocks"],
+                        activation=cfg["activation"], train_autoencoder=train_autoencoder,
+                        key=jax.random.PRNGKey(0), dtype=cfg["dtype"])
+        )
+        return eqx.tree_at(lambda m: (m.autoencoder, m.integrator_net), skeleton,
+                           (autoencoder, integrator_net))
+
+    @property
+    def dim(self) -> int:
+        return self.full_dim
+
+    @property
+    def reduced_structure(self) -> str:
+        """What the reduced map $\\mathcal{N}$ preserves."""
+        return self.integrator_net.structure
+
+    def _ae(self):
+        if self.train_autoencoder:
+            return self.autoencoder
+        params, static = eqx.partition(self.autoencoder, eqx.is_inexact_array)
+        return eqx.combine(jax.lax.stop_gradient(params), static)
+
+    def encode(self, z):
+        return self._ae().encode(z)
+
+    def decode(self, y):
+        return self._ae().decode(y)
+
+    def __call__(self, z: Float[Array, " 2N"]) -> Float[Array, " 2N"]:
+        """One step $\\Psi^d(\\mathcal{N}(\\Psi^e(z)))$ of one full state."""
+        ae = self._ae()
+        return ae.decode(self.integrator_net(ae.encode(z)))
+
+    def task(self, *, seq_length=None, prediction_window=None, dt=None, data_dt=None) -> Task:
+        """Takes none of the options: a one-step map of full states."""
+        no_options(self, seq_length=seq_length, prediction_window=prediction_window, dt=dt)
+        return Task()
+
+    def rollout_task(self, initial_shape, *, prediction_window=None, dt=None) -> Task:
+        return self.task(prediction_window=prediction_window, dt=dt)
+
+    def training_samples(self, data, task: Task, *, what: str = "data"):
+        """One-step pairs of full states (a `TrajectoryData`, or a tuple of arrays
+        `(M, full_dim)`)."""
+        return point_pairs(self, data, task, what=what)
+
+    def predict(self, x, task: Task):
+        r"""The step, centred and weighted per block like the autoencoder's
+        reconstruction: $w\odot(\Psi^d(\mathcal{N}(\Psi^e(x))) - \bar x)$."""
+        return self._ae()._weighted(self(x))
+
+    def target(self, y, task: Task):
+        r"""$w\odot(y - \bar x)$ (the autoencoder's reference state and loss weights)."""
+        return self._ae()._weighted(y)
+
+    def step(self, state, task: Task):
+        return self(state)
+
+    def structure_residuals(self, points, task: Task) -> dict:
+        """`{"symplecticity", "volume", "condition"}` of the full-space step (which claims
+        nothing: its rank is `reduced_dim`)."""
+        return map_residuals(self, points, self.dim)
+
+    def reduced_rollout(self, y0: Float[Array, " 2n"], n_points: int) -> Float[Array, "T 2n"]:
+        """`n_points` reduced states: `y0` and iterates of $\\mathcal{N}$ (one scan)."""
+        return scan_rollout(self.integrator_net, y0, n_points)
+
+    def rollout_at(self, initial: Float[Array, " 2N"], steps) -> Float[Array, "S 2N"]:
+        """The full states after each number of steps in `steps` (a sequence of
+        non-negative integers): one encode, a rollout in the reduced space to the largest
+        step, and a decode of the requested states only (the online phase: its cost is
+        `max(steps)` reduced steps and `len(steps)` decodes)."""
+        idx = np.asarray(steps)
+        if idx.ndim != 1 or idx.size == 0 or not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0:
+            raise ValueError(f"steps must be a non-empty sequence of integers >= 0, got {steps!r}")
+        ae = self._ae()
+        ys = self.reduced_rollout(ae.encode(initial), int(idx.max()) + 1)
+        return jax.vmap(ae.decode)(ys[jnp.asarray(idx)])
+
+    def rollout(self, initial, n_points: int, task: Task):
+        ae = self._ae()
+        ys = self.reduced_rollout(ae.encode(initial), n_points)
+        return jax.vmap(ae.decode)(ys)
+
+    def describe_step(self, task: Task) -> str:
+        return (f"z ↦ decode({type(self.integrator_net).__name__}(encode(z))) through a "
+                f"{self.reduced_dim}-dimensional reduced space (rolled out there)")

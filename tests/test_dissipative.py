@@ -1,0 +1,262 @@
+"""Damped and driven systems, conformally symplectic networks and port-Hamiltonian
+networks: the exact energy balance of the systems, the conformal identity
+`DΦᵀ J DΦ = e^{-γh} J` and the discrete energy balance for every parameter value (each
+with a negative control that must fail), and training that recovers the damping."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from _helpers import randomize
+
+import geomlearn as gl
+from geomlearn.geometry import conformal_symplecticity_residual, symplecticity_residual
+from geomlearn.integrators import step
+from geomlearn.models import Task
+from geomlearn.structures import structure_named
+from geomlearn.systems import DampedPendulum, Duffing, ForcedMassSpring
+
+SYSTEMS = (DampedPendulum(), Duffing(), ForcedMassSpring(m=2.0, k=0.5, c=0.3))
+
+
+# ------------------------------------------------------------------------- systems
+
+
+def test_each_systems_energy_rate_is_the_derivative_of_its_energy_along_its_field():
+    rng = np.random.default_rng(0)
+    for system in SYSTEMS:
+        z = jnp.asarray(rng.normal(size=(4, system.dim)))
+
+        @jax.jit
+        def both(z, system=system):
+            chain = jax.vmap(lambda v: jax.grad(system.hamiltonian)(v) @ system.vector_field(v))(z)
+            return jax.vmap(system.energy_rate)(z), chain, jax.vmap(system.dissipated_power)(z)
+
+        rate, by_chain_rule, lost = both(z)
+        np.testing.assert_allclose(rate, by_chain_rule, rtol=1e-13, atol=1e-13)
+        assert np.all(np.asarray(lost) >= 0)
+        assert system.invariants == {}  # nothing is conserved
+        R = np.asarray(system.dissipation_matrix(jnp.float64))
+        assert np.all(np.linalg.eigvalsh(R) >= 0) and np.max(R) > 0
+
+
+@pytest.mark.slow
+def test_the_energy_balance_integrates_to_the_energy_change_and_the_flow_is_conformal():
+    """Along a Gauss–Legendre trajectory of the forced Duffing oscillator, H(T) − H(0) is
+    the integral of the stated rate (Simpson's rule), not of the rate without the
+    friction (negative control); the damped pendulum's flow contracts J by e^{-γt}."""
+    duffing, h = Duffing(), 0.025
+    traj = gl.integrators.integrate(duffing, jnp.array([1.5, -0.5, 0.0]), h, 80, method="gauss_legendre6")
+    H = np.asarray(jax.vmap(duffing.hamiltonian)(traj))
+    rate = np.asarray(jax.vmap(duffing.energy_rate)(traj))
+    supplied = np.asarray(jax.vmap(duffing.supplied_power)(traj))
+    simpson = lambda f: h / 3 * (f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum())
+    change = float(H[-1] - H[0])
+    assert abs(change - simpson(rate)) < 1e-6 * abs(change)
+    assert abs(change - simpson(supplied)) > 0.1 * abs(change)  # the friction matters
+
+    pendulum, t = DampedPendulum(gamma=0.3), 0.5
+
+    def flow(z):
+        return jax.lax.fori_loop(0, 10, lambda i, v: step(pendulum, v, t / 10, method="gauss_legendre6"), z)
+
+    z0 = jnp.array([1.0, 0.4])
+    c = np.exp(-0.3 * t)
+    # to the accuracy of the 6th-order integrator (a symplectic Runge–Kutta method is not
+    # exactly conformally symplectic)
+    assert conformal_symplecticity_residual(flow, z0, c) < 1e-10
+    assert symplecticity_residual(flow, z0) > 0.1  # not symplectic
+
+
+def test_system_arguments_are_validated():
+    with pytest.raises(ValueError):
+        DampedPendulum(gamma=-0.1)
+    with pytest.raises(ValueError):
+        Duffing(omega=0.0)
+    with pytest.raises(TypeError):
+        ForcedMassSpring(c="a lot")
+    assert "damped_pendulum" in gl.systems.SYSTEMS and gl.systems.resolve_system("Duffing") == "duffing"
+
+
+# ------------------------------------------------------------- conformal sympnets
+
+
+@pytest.fixture(scope="module")
+def conformal_models():
+    k = jax.random.PRNGKey(0)
+    rng = np.random.default_rng(1)
+    learned = randomize(gl.ConformalSympNet(4, n_layers=3, width=5, dt=0.1, key=k, dtype=jnp.float64), rng, 0.7)
+    given = randomize(gl.ConformalSympNet(4, n_layers=2, width=5, damping=0.4, key=k, dtype=jnp.float64), rng, 0.7)
+    return learned, given
+
+
+def test_a_conformal_sympnet_is_conformally_symplectic_with_its_factor(conformal_models):
+    learned, given = conformal_models
+    points = jnp.asarray(np.random.default_rng(2).normal(size=(6, 4)))
+    for model, c in ((learned, np.exp(-float(jax.nn.softplus(learned.raw_damping)) * 0.1)),
+                     (given, np.exp(-0.4))):
+        np.testing.assert_allclose(model.conformal_factor(), c, rtol=1e-14)
+        check = gl.check_structure(model, points)
+        assert check.passed and check.structure == "conformal-symplectic"
+        assert check.residuals["conformal_symplecticity"] < 1e-13
+        assert f"{c:.6g}" in check.report(title="m")  # the factor is named
+        assert check.residuals["symplecticity"] > 1e-2  # not claimed, and not zero
+    assert structure_named("conformal-symplectic").claims("conformal_symplecticity")
+
+
+def test_the_conformal_check_fails_for_maps_without_that_factor(conformal_models):
+    learned, _ = conformal_models
+    z = jnp.array([0.3, -0.2, 0.5, 0.1])
+    c = learned.conformal_factor()
+    sympnet = gl.GSympNet(4, n_layers=2, width=5, key=jax.random.PRNGKey(1), dtype=jnp.float64)
+    assert conformal_symplecticity_residual(sympnet, z, c) > 1e-3  # factor 1, not c
+    both_damped = lambda v: jnp.sqrt(c) * learned(v)
+    assert conformal_symplecticity_residual(both_damped, z, c) > 1e-3
+    assert conformal_symplecticity_residual(both_damped, z, c * c) < 1e-13
+
+
+def test_the_learned_damping_rate_is_never_negative_and_a_given_one_is_fixed(conformal_models):
+    learned, given = conformal_models
+    pushed = eqx.tree_at(lambda m: m.raw_damping, learned, jnp.asarray(-40.0))
+    assert 0 <= float(pushed.damping_rate()) < 1e-15
+    assert given.raw_damping is None and float(given.damping_rate()) == 0.4
+    assert given.learned_damping() == {"rate": 0.4}
+    with pytest.raises(ValueError):
+        gl.ConformalSympNet(2, n_layers=1, width=2, damping=-1.0, key=jax.random.PRNGKey(0))
+    with pytest.raises(ValueError):
+        gl.ConformalSympNet(2, n_layers=1, width=2, damping="fitted", key=jax.random.PRNGKey(0))
+    with pytest.raises(ValueError):
+        gl.ConformalSympNet(3, n_layers=1, width=2, key=jax.random.PRNGKey(0))
+
+
+# ----------------------------------------------------------- port-Hamiltonian nets
+
+
+@pytest.fixture(scope="module")
+def phnn_models():
+    k = jax.random.PRNGKey(3)
+    rng = np.random.default_rng(4)
+    forced = randomize(gl.PortHamiltonianNN(5, width=6, depth=2, forcing="time", key=k, dtype=jnp.float64),
+                       rng, 0.5)
+    state = randomize(gl.PortHamiltonianNN(3, width=6, depth=1, forcing="state-time",
+                                           state_dependent_dissipation=True, key=k, dtype=jnp.float64), rng, 0.5)
+    return forced, state
+
+
+@eqx.filter_jit
+def _one_step_facts(model, x, t):
+    """The step, the pipeline's step, their balance residuals and that of the
+    implicit-midpoint step of the same field (the negative control), and R."""
+    y = model.discrete_gradient_step(x, 0.1, t=t)
+    stepped = model.step(jnp.append(x, t), Task(dt=0.1))
+    midpoint = gl.integrators.implicit_step(lambda v: model(v, t + 0.05), x, 0.1)
+    return (y, stepped, model.energy_balance_residual(x, y, 0.1, t=t),
+            model.energy_balance_residual(x, midpoint, 0.1, t=t), model.dissipation(x))
+
+
+def test_the_discrete_gradient_step_keeps_the_energy_balance_for_every_parameter_value(phnn_models):
+    _, state = phnn_models
+    points = jnp.asarray(np.random.default_rng(5).normal(size=(4, state.dim)))
+    check = gl.check_structure(state, points, dt=0.1)
+    assert check.passed and check.structure == "energy-balance"
+    assert check.residuals["energy_balance"] < 1e-13
+    for model in phnn_models:
+        x = jnp.asarray(np.random.default_rng(model.dim).normal(size=model.phase_dim))
+        y, stepped, balance, midpoint_balance, R = _one_step_facts(model, x, 0.7)
+        # the step the pipeline iterates, with the time carried last
+        np.testing.assert_allclose(stepped, jnp.append(y, 0.8), rtol=1e-14)
+        assert balance < 1e-13
+        assert midpoint_balance > 1e-9  # negative control: the midpoint rule breaks the balance
+        np.testing.assert_allclose(R, R.T, atol=1e-15)
+        assert np.min(np.linalg.eigvalsh(np.asarray(R))) > -1e-14
+
+
+@eqx.filter_jit
+def _energy_change(model, x):
+    return model.hamiltonian(model.discrete_gradient_step(x, 0.2)) - model.hamiltonian(x)
+
+
+def test_without_dissipation_and_force_the_step_conserves_the_learned_energy():
+    model = gl.PortHamiltonianNN(2, width=5, depth=2, key=jax.random.PRNGKey(5), dtype=jnp.float64)
+    conservative = eqx.tree_at(lambda m: m.r_biases, model, (jnp.zeros(4),))
+    x = jnp.array([0.8, -0.3])
+    assert abs(float(_energy_change(conservative, x))) < 1e-15
+    assert float(_energy_change(model, x)) < -1e-6  # negative control: with R ⪰ 0 it falls
+    assert conservative.dissipation_spectrum().tolist() == [0.0, 0.0]
+
+
+def test_port_hamiltonian_options_are_checked():
+    k = jax.random.PRNGKey(0)
+    with pytest.raises(ValueError, match="forcing"):
+        gl.PortHamiltonianNN(3, width=2, depth=1, forcing="wind", key=k)
+    with pytest.raises(ValueError, match="2n"):
+        gl.PortHamiltonianNN(3, width=2, depth=1, key=k)  # odd without forcing
+    with pytest.raises(ValueError, match="2n"):
+        gl.PortHamiltonianNN(4, width=2, depth=1, forcing="time", key=k)  # even with forcing
+    with pytest.raises(ValueError, match="dt"):
+        gl.PortHamiltonianNN(2, width=2, depth=1, key=k).step(jnp.zeros(2), Task())
+
+
+def test_the_command_line_lists_the_systems_and_what_the_models_keep(capsys):
+    from geomlearn import cli
+
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    for text in ("damped_pendulum", "duffing", "forced_mass_spring", "conformal-sympnet", "phnn",
+                 "preserves: conformal factor", "preserves: energy balance"):
+        assert text in out
+    assert cli.resolve_model("phnn").incompatibility(gl.systems.RigidBody()) is not None
+
+
+# ------------------------------------------------------------------ training (slow)
+
+
+@pytest.mark.slow
+def test_levenberg_marquardt_recovers_the_damping_of_the_damped_pendulum():
+    data = gl.datasets.damped_pendulum(jax.random.PRNGKey(0), n_trajectories=8, n_steps=100,
+                                       dtype=jnp.float64)
+    model = gl.ConformalSympNet(2, n_layers=4, width=12, dt=0.1, key=jax.random.PRNGKey(1), dtype=jnp.float64)
+    model, history = gl.fit(model, data, optimizer=gl.LevenbergMarquardt(), epochs=60,
+                            key=jax.random.PRNGKey(2), progress=False)
+    assert history["loss"][-1] < history["loss"][0]
+    assert abs(float(model.damping_rate()) - 0.1) < 0.05 * 0.1
+
+
+@pytest.mark.slow
+def test_a_port_hamiltonian_network_learns_the_forced_mass_spring():
+    system = ForcedMassSpring()
+    data = gl.datasets.forced_mass_spring(jax.random.PRNGKey(0), n_trajectories=6, n_steps=100,
+                                          dtype=jnp.float64)
+    model = gl.PortHamiltonianNN(3, width=12, depth=2, forcing="time", key=jax.random.PRNGKey(1),
+                                 dtype=jnp.float64)
+    # Adam first, Levenberg–Marquardt from there (LM alone stalls far from the data)
+    model, first = gl.fit(model, data, optimizer=optax.adam(3e-3), epochs=150, batch_size=100,
+                          key=jax.random.PRNGKey(2), progress=False)
+    model, history = gl.fit(model, data, optimizer=gl.LevenbergMarquardt(), epochs=30,
+                            key=jax.random.PRNGKey(2), progress=False)
+    assert history["loss"][-1] < 0.01 * first["loss"][0]
+    spectrum = model.dissipation_spectrum()
+    assert abs(spectrum[-1] - system.c) < 0.15 * system.c and abs(spectrum[0]) < 0.1 * system.c
+    rollout = gl.iterate(model, data.states[:1, 0], 50, dt=data.dt)
+    assert np.all(np.isfinite(np.asarray(rollout)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("system, model", [("damped_pendulum", "conformal-sympnet"), ("duffing", "phnn")])
+def test_the_command_line_reports_the_learned_damping_and_the_energy(system, model, tmp_path):
+    import json
+
+    from geomlearn import cli
+
+    out = tmp_path / "run"
+    assert cli.main(["train", "--system", system, "--model", model, "--epochs", "3",
+                     "--n-trajectories", "3", "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    (name, damping), = metrics["learned_damping"].items()
+    assert name in ("rate", "spectrum") and damping["relative_error"] >= 0
+    assert damping["true"] == ([0.0, 0.3] if system == "duffing" else 0.1)
+    assert set(metrics["energy_balance_residual"]) == {"model", "reference"}
+    assert (out / "energy.png").is_file() and metrics["trajectory_error"]
+    assert cli.main(["check", str(out)]) == 0
