@@ -59,6 +59,12 @@ def test_train_writes_every_file(pendulum_run, capsys):
 def test_evaluate_and_check_a_run(pendulum_run, capsys):
     out = pendulum_run
     before = strict_json(out / "metrics.json")
+    # evaluating again keeps what only the training knew (how long, how it stopped)
+    assert cli.main(["evaluate", str(out)]) == 0
+    again = strict_json(out / "metrics.json")
+    assert before["stop_reason"] in ("converged", "stalled", "budget", "epochs")
+    for k in ("training_seconds", "epochs", "stop_reason", "final_loss"):
+        assert again[k] == before[k], k
     (out / "metrics.json").unlink()
     assert cli.main(["evaluate", str(out)]) == 0
     after = strict_json(out / "metrics.json")

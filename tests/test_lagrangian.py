@@ -200,7 +200,7 @@ def test_jit_vmap_dtype(rng, key, dtype, tol):
     model = randomize(lnn(key, n=2, dtype=jnp.float64), rng, 0.5)
     Z = normal(rng, (2, 4), dtype)
     jitted = eqx.filter_jit(model)
-    out = jax.vmap(model)(Z)
+    out = jax.jit(jax.vmap(model))(Z)  # vmapped and compiled; `model(Z[0])` below runs eagerly
     assert out.dtype == dtype and out.shape == (2, 4)
     loop = jnp.stack([jitted(z) for z in Z])
     np.testing.assert_allclose(out, loop, rtol=10 * tol(dtype), atol=10 * tol(dtype))

@@ -68,10 +68,13 @@ def make(name, placement, key, dtype=jnp.float64, T=4):
     raise AssertionError(name)
 
 
+def residual_array(name, f, Z):
+    """The structure residual of family `name` as a traceable array."""
+    return volume_residual(f, Z) if name == "VPT" else symplecticity_residual(f, Z)
+
+
 def residual(name, f, Z):
-    if name == "VPT":
-        return float(volume_residual(f, Z))
-    return float(symplecticity_residual(f, Z))
+    return float(residual_array(name, f, Z))
 
 
 def position_factor(Z):
@@ -106,7 +109,8 @@ def test_bias_placement_for_other_window_lengths(name, key, rng):
     model = randomize(make(name, True, key()), rng, 0.3)
     dim = 3 if name == "VPT" else 4
     for T in (1, 7):  # any T: the features are computed for the window at hand
-        assert residual(name, model, normal(rng, (T, dim), scale=0.5)) <= STRUCTURE_TOL
+        Z = normal(rng, (T, dim), scale=0.5)
+        assert jax.jit(lambda W: residual_array(name, model, W))(Z) <= STRUCTURE_TOL
 
 
 def test_vpt_inverse_of_every_placement(key, rng):
@@ -299,10 +303,11 @@ def test_driven_systems_fields_divergence_and_invariants(rng):
     np.testing.assert_allclose(pend.vector_field(z), expected, rtol=1e-14, atol=1e-15)
     for system in (pend, body):
         zs = normal(rng, (4, system.dim), scale=0.5)
-        div = jax.vmap(lambda x: jnp.trace(jax.jacfwd(system.vector_field)(x)))(zs)
+        # compiled: eagerly, every operation of the vmapped derivatives compiles alone
+        div = jax.jit(jax.vmap(lambda x: jnp.trace(jax.jacfwd(system.vector_field)(x))))(zs)
         np.testing.assert_allclose(div, 0.0, atol=1e-14)
         for invariant in system.invariants.values():
-            rate = jax.vmap(lambda x: jax.grad(invariant)(x) @ system.vector_field(x))(zs)
+            rate = jax.jit(jax.vmap(lambda x: jax.grad(invariant)(x) @ system.vector_field(x)))(zs)
             np.testing.assert_allclose(rate, 0.0, atol=1e-13)
     # The drive makes the physical energy non-conserved (else the problem is Markov).
     traj = integrate(pend, pend.default_initial_conditions()[0], 0.1, 30, method="yoshida6")
@@ -460,6 +465,13 @@ def _argument_shift_map(model, Z, extra=None):
     return Z
 
 
+def _compiled_pair(model, Z):
+    """The model and `_argument_shift_map` at `Z`, each as one compiled program (eagerly,
+    every operation of a transformer compiles on its own: seconds per test)."""
+    return (jax.jit(lambda W: model(W))(Z),
+            jax.jit(lambda W: _argument_shift_map(model, W))(Z))
+
+
 @pytest.mark.parametrize("init_upper", [True, False])
 def test_the_symplectic_bias_is_a_shift_of_the_first_gradient_layers_argument(
         init_upper, key, rng):
@@ -468,7 +480,7 @@ def test_the_symplectic_bias_is_a_shift_of_the_first_gradient_layers_argument(
     assert len(model.position_gains) == model.L  # once per unit
     assert all(g.shape == (2, 2) for g in model.position_gains)  # (n, m)
     Z = normal(rng, (3, 4), scale=0.5)
-    np.testing.assert_allclose(model(Z), _argument_shift_map(model, Z), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(*_compiled_pair(model, Z), rtol=0, atol=1e-13)
     if not init_upper:
         return  # the structure checks below once, with Q-layers first
     assert symplecticity_residual(lambda W: _argument_shift_map(model, W), Z) <= STRUCTURE_TOL
@@ -485,7 +497,7 @@ def test_the_linear_symplectic_transformer_shares_the_design(key, rng):
     model = randomize(make("LST", "bias", key()), rng, 0.5)
     assert len(model.position_gains) == model.L and model.position_gains[0].shape == (2, 2)
     Z = normal(rng, (4, 4), scale=0.5)
-    np.testing.assert_allclose(model(Z), _argument_shift_map(model, Z), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(*_compiled_pair(model, Z), rtol=0, atol=1e-13)
 
 
 def test_bias_light_shifts_the_argument_of_every_gradient_layer(key, rng):
@@ -494,7 +506,7 @@ def test_bias_light_shifts_the_argument_of_every_gradient_layer(key, rng):
     assert len(model.position_gains) == 2 * model.n_sympnet * model.L
     assert all(g.shape == (2, 2) for g in model.position_gains)
     Z = normal(rng, (3, 4), scale=0.5)
-    np.testing.assert_allclose(model(Z), _argument_shift_map(model, Z), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(*_compiled_pair(model, Z), rtol=0, atol=1e-13)
 
 
 def test_the_transformer_takes_the_bias_once_at_its_input(key, rng):

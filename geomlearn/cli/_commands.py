@@ -238,8 +238,8 @@ def evaluate(args) -> int:
     metrics = dict(result)
     if (out / "metrics.json").exists():
         previous = read_run_json(out / "metrics.json")
-        metrics.update({k: previous[k] for k in ("training_seconds", "epochs", "final_loss",
-                                                 "final_val_loss") if k in previous})
+        metrics.update({k: previous[k] for k in ("training_seconds", "epochs", "stop_reason",
+                                                 "final_loss", "final_val_loss") if k in previous})
     write_json(out / "metrics.json", metrics)
     if history is not None:
         spec.report(out / "report.png", run=run, history=history, evaluation=result)
