@@ -144,7 +144,7 @@ def _summary(metrics, *, title: str, extra=()) -> str:
         rows.append((f"{name} drift", f"model {fmt(value)}   reference {fmt(ref)}"))
     claims = structure_named(metrics["iterated_structure"])
     for name, value in metrics["structure_residual"].items():
-        rows.append((f"{name} residual",
+        rows.append((f"{name.replace('_', ' ')} residual",
                      fmt(value) + ("" if claims.claims(name) else "   (not claimed)")))
     rows.append(("checked map", metrics["iterated_map"]))
     speed = f"{fmt(metrics['rollout_states_per_second'])} states/s"
