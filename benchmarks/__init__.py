@@ -40,6 +40,7 @@ BENCHMARKS: dict[str, str] = {
     "positional_encoding_lm": "benchmarks.positional_encoding_lm",
     "long_rollout": "benchmarks.long_rollout",
     "dissipation": "benchmarks.dissipation",
+    "distributed_lm": "benchmarks.distributed_lm",
 }
 
 #: one-line descriptions, kept here so that `python -m benchmarks` lists without importing.
@@ -64,6 +65,8 @@ DESCRIPTIONS: dict[str, str] = {
     "pendulum, pulsating rigid body) vs Markov problems, equal budget, median of seeds",
     "positional_encoding_lm": "positional encoding with / without at equal wall time, LM and "
     "Adam, every transformer family, Markov and order-dependent problems",
+    "distributed_lm": "Levenberg-Marquardt with per-process shards: 2 processes on 2 cores "
+    "vs 1 on 1 core (per-process memory of data and accumulation, iteration time)",
     "long_rollout": "bounded horizon of 1e5-state rollouts of VPT, SymT, LST, ST after LM "
     "training; multi-step (k-window) vs one-window loss at equal CPU time",
 }

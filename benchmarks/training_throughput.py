@@ -13,8 +13,9 @@ the Adam update — runs three ways, in one process:
 - **python loop**: one jitted update per Python call, `loop_steps` calls (one dispatch
   per update).
 - **geomlearn.fit** with `batch_size=None`: one epoch is one update. `fit` runs several
-  epochs per compiled call (a scan over epochs, groups sized to about 50 ms after the
-  first ones) and reads the losses back per group. Steady-state epochs/s =
+  epochs per compiled call (a loop over epochs; after the first ones, groups of about
+  50 ms of epochs, or of at least 16 epochs while they take ≤ 2 s:
+  `geomlearn.training._loop.group_length`) and reads the losses back per group. Steady-state epochs/s =
   `(epochs − 1) / (history["time"][-1] − history["time"][0])`: the wall time after the
   first group, which is one epoch and holds the compilation. The median over
   `fit_repeats` runs (the later ones reuse `fit`'s compiled code); compile ≈ the first
@@ -25,10 +26,21 @@ the Adam update — runs three ways, in one process:
 
 **Batch-size sweep** (float64, the same network and update): `B` pendulum pairs (one
 implicit-midpoint step of `h = 0.1` from states drawn uniformly in `[-2, 2]²`), full
-batch, for each `B` in `sweep_batches`; each method runs
-`max(sweep_min_steps, sweep_work / B)` updates per timed call. The python loop pays one
-dispatch per update, `fit` one per group, the scan one per call: where `loop / scan`
-approaches 1 the per-dispatch overhead stops mattering.
+batch, for each `B` in `sweep_batches` (40 … 102,400). Per `B`, `sweep_repeats` rounds,
+each of: the scan, `steps = max(sweep_min_steps, sweep_work / B)` updates per call,
+called `round(epochs / steps)` times; the python loop, `steps` updates; one `fit` run of
+`epochs = max(sweep_min_epochs, steps)` epochs (all compiled before the first round). The
+ratios loop ÷ scan and fit ÷ scan are taken within each round (seconds apart, under
+about the same load) and their medians reported; the rates shown are the medians over
+the rounds. **Target: fit ≥ 0.8 × scan at every batch size.** The python loop pays
+one dispatch per update, `fit` one per group, the scan one per call: where `loop / scan`
+approaches 1 the per-call overhead stops mattering. Every compiled call also allocates
+its temporary buffers afresh (40 MiB at `B = 10,240`, 400 MiB at 102,400); above the C
+allocator's threshold for serving a block from its heap (glibc: 32 MiB at most) the
+operating system maps them anew and zeroes them page by page on every call, a per-call
+cost of the order of an epoch that grows with `B` like the epoch itself: `fit`
+amortises it by running at least 16 epochs per call (while they take ≤ 2 s;
+`geomlearn.training._loop.group_length`), the scan over its `steps`.
 
 Everything runs in one subprocess pinned to one core (see `benchmarks._common`).
 """
@@ -56,9 +68,10 @@ FULL = {
     "fit_repeats": 3,
     "interleaved_pairs": 7,
     "repeats": 7,
-    "sweep_batches": [40, 160, 640, 2560, 10240],
+    "sweep_batches": [40, 160, 640, 2560, 10240, 40960, 102400],
     "sweep_work": 200_000,
     "sweep_min_steps": 20,
+    "sweep_min_epochs": 60,
     "sweep_repeats": 3,
 }
 QUICK = {
@@ -75,6 +88,7 @@ QUICK = {
     "sweep_batches": [40, 160],
     "sweep_work": 4000,
     "sweep_min_steps": 5,
+    "sweep_min_epochs": 20,
     "sweep_repeats": 1,
 }
 
@@ -125,22 +139,30 @@ def _update_fn(model, data, optimizer, loss="mse"):
     return params, state, x, y, update
 
 
-def _scan_and_loop(model, data, optimizer, *, scan_steps, loop_steps, repeats, keep=False):
-    """The bare scan and the one-dispatch-per-update loop of the same update (with
-    `keep`, also the compiled scan and its arguments, for `_interleaved`)."""
+def _scan_of(update, steps):
+    """`(params, state, x, y) -> (params, state, last loss)`: `steps` updates in one
+    `lax.scan` (the data are arguments of the compiled call, as they are for `fit`)."""
     import jax
-
-    params, state, x, y, update = _update_fn(model, data, optimizer)
 
     def scan_k(p, s, x, y):
         def body(carry, _):
             p, s, value = update(*carry, x, y)
             return (p, s), value
 
-        (p, s), values = jax.lax.scan(body, (p, s), None, length=scan_steps)
+        (p, s), values = jax.lax.scan(body, (p, s), None, length=steps)
         return p, s, values[-1]
 
-    scan_c, scan_compile = C.aot_compile(jax.jit(scan_k), params, state, x, y)
+    return scan_k
+
+
+def _scan_and_loop(model, data, optimizer, *, scan_steps, loop_steps, repeats, keep=False):
+    """The bare scan and the one-dispatch-per-update loop of the same update (with
+    `keep`, also the compiled scan and its arguments, for `_interleaved`)."""
+    import jax
+
+    params, state, x, y, update = _update_fn(model, data, optimizer)
+    scan_c, scan_compile = C.aot_compile(jax.jit(_scan_of(update, scan_steps)),
+                                         params, state, x, y)
     scan = C.repeat(scan_c, repeats, params, state, x, y)
     last = float(scan_c(params, state, x, y)[2])
     step_c, step_compile = C.aot_compile(jax.jit(update), params, state, x, y)
@@ -265,27 +287,62 @@ def measure(settings: dict, ctx) -> dict:
         row.update(dtype=dtype, n_params=_n_params(model), n_pairs=int(x64.shape[0]))
         rows.append(row)
 
-    sweep = []
-    dtype = "float64"
-    model = _gsympnet(settings, dtype)
-    for B in settings["sweep_batches"]:
-        x, y = _sweep_data(B, dtype)
-        data = (jnp.asarray(x, dtype=dtype), jnp.asarray(y, dtype=dtype))
-        steps = max(settings["sweep_min_steps"], int(settings["sweep_work"] // B))
-        r = _scan_and_loop(model, data, optimizer, scan_steps=steps, loop_steps=steps,
-                           repeats=settings["sweep_repeats"])
-        f = _fit_rate(model, data, optimizer, epochs=max(20, steps),
-                      repeats=settings["sweep_repeats"])
-        scan = r["scan"]["iterations_per_s"]
-        sweep.append({
-            "batch": B, "steps": steps,
-            "scan": scan, "python_loop": r["python_loop"]["iterations_per_s"],
-            "fit": f["epochs_per_s"],
-            "scan_samples_per_s": scan * B,
-            "loop_over_scan": r["python_loop"]["iterations_per_s"] / scan,
-            "fit_over_scan": f["epochs_per_s"] / scan,
-        })
+    model = _gsympnet(settings, "float64")
+    sweep = [_sweep_point(model, optimizer, B, settings) for B in settings["sweep_batches"]]
     return {"pendulum": rows, "sweep": sweep}
+
+
+def _median(values):
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def _sweep_point(model, optimizer, B: int, settings) -> dict:
+    """One batch size of the sweep (see the module documentation): `sweep_repeats` rounds
+    of (scan, python loop, `fit`), the ratios taken within each round."""
+    import jax
+    import jax.numpy as jnp
+
+    x, y = _sweep_data(B, "float64")
+    data = (jnp.asarray(x), jnp.asarray(y))
+    steps = max(settings["sweep_min_steps"], int(settings["sweep_work"] // B))
+    epochs = max(settings["sweep_min_epochs"], steps)
+    calls = max(1, round(epochs / steps))
+    params, state, xs, ys, update = _update_fn(model, data, optimizer)
+    args = (params, state, xs, ys)
+    scan_c = C.aot_compile(jax.jit(_scan_of(update, steps)), *args)[0]
+    step_c = C.aot_compile(jax.jit(update), *args)[0]
+
+    def scan_all():
+        for _ in range(calls):
+            out = scan_c(*args)
+        return out
+
+    def loop():
+        p, s, value = params, state, None
+        for _ in range(steps):
+            p, s, value = step_c(p, s, xs, ys)
+        return value
+
+    C.block(scan_c(*args))
+    C.block(step_c(*args))
+    _fit_rate(model, data, optimizer, epochs=2, repeats=1)  # compiles fit's group
+    scans, loops, fits = [], [], []
+    for _ in range(settings["sweep_repeats"]):
+        scans.append(calls * steps / C.timed(scan_all)[1])
+        loops.append(steps / C.timed(loop)[1])
+        fits.append(_fit_rate(model, data, optimizer, epochs=epochs, repeats=1)["epochs_per_s"])
+    fit_ratios = [f / s for f, s in zip(fits, scans)]
+    loop_ratios = [lp / s for lp, s in zip(loops, scans)]
+    scan = _median(scans)
+    return {
+        "batch": B, "steps": steps, "fit_epochs": epochs, "scan_calls": calls,
+        "scan": scan, "python_loop": _median(loops), "fit": _median(fits),
+        "scan_samples_per_s": scan * B,
+        "loop_over_scan": _median(loop_ratios), "fit_over_scan": _median(fit_ratios),
+        "rounds": {"scan": scans, "python_loop": loops, "fit": fits,
+                   "loop_over_scan": loop_ratios, "fit_over_scan": fit_ratios},
+    }
 
 
 # ------------------------------------------------------------------ report (parent)
@@ -344,7 +401,21 @@ def _targets(settings, results):
                   f"separately: fit {fit:,.0f} epochs/s, scan {scan:,.0f} it/s"
                   if inter else f"fit {fit:,.0f} epochs/s, scan {scan:,.0f} it/s"),
         ),
+        _sweep_target(results["sweep"]),
     ]
+
+
+def _sweep_target(sweep):
+    worst = min(sweep, key=lambda r: r["fit_over_scan"])
+    ratio = worst["fit_over_scan"]
+    return C.target(
+        "GSympNet pendulum, float64, one core: geomlearn.fit vs the bare scan at every "
+        f"batch size (B = {sweep[0]['batch']:,} … {sweep[-1]['batch']:,})",
+        "≥ 0.8 × scan at every B", ratio, ratio >= TARGET_FIT_RATIO, "× scan",
+        note=f"the lowest, at B = {worst['batch']:,}; per B: "
+        + ", ".join(f"{r['batch']}: {r['fit_over_scan']:.2f}" for r in sweep)
+        + " (median over rounds of the per-round ratio)",
+    )
 
 
 def _notes(settings, results):
@@ -354,13 +425,16 @@ def _notes(settings, results):
              "the python loop stays more than "
              f"{1 - OVERHEAD_RATIO:.0%} behind the scan at every batch size measured")
     return [
-        "compile: trace + lower + XLA compile, ahead of time, of the scan and of the "
-        "single jitted step (python loop); for geomlearn.fit, its first epoch minus the "
-        f"steady epoch time. Scan and loop rates are medians of {settings['repeats']} "
-        f"timed calls; fit's the median of {settings['fit_repeats']} runs of "
-        f"{settings['fit_epochs']} epochs. Final loss: scan after {settings['scan_steps']} "
-        f"updates, fit after {settings['fit_epochs']} epochs.",
-        f"batch-size sweep: {where}.",
+        ("compile: trace + lower + XLA compile, ahead of time, of the scan and of the "
+         "single jitted step (python loop); for geomlearn.fit, its first epoch minus the "
+         f"steady epoch time. Scan and loop rates are medians of {settings['repeats']} "
+         f"timed calls; fit's the median of {settings['fit_repeats']} runs of "
+         f"{settings['fit_epochs']} epochs. Final loss: scan after {settings['scan_steps']} "
+         f"updates, fit after {settings['fit_epochs']} epochs."),
+        (f"batch-size sweep: {settings['sweep_repeats']} rounds per B of (scan, python "
+         "loop, one fit run), each of about the same updates; rates are medians over the "
+         "rounds, the ÷ scan ratios medians of the per-round ratios; "
+         f"{where}."),
     ]
 
 

@@ -145,13 +145,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _launch(nproc: int, out: pathlib.Path) -> list[dict]:
+def _launch(nproc: int, out: pathlib.Path, script: pathlib.Path = HERE) -> list[dict]:
+    """Run `script PORT PID NPROC OUT` as `nproc` processes (each writes
+    `OUT/result_PID.json`); fail on a nonzero exit or after `TIMEOUT_S` (a deadlock)."""
     out.mkdir(parents=True)
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "OPENBLAS_NUM_THREADS": "1",
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("XLA_FLAGS", None)  # one CPU device per process
     port = _free_port()
-    procs = [subprocess.Popen([sys.executable, str(HERE), str(port), str(i), str(nproc), str(out)],
+    procs = [subprocess.Popen([sys.executable, str(script), str(port), str(i), str(nproc), str(out)],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for i in range(nproc)]
     logs = []

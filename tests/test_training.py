@@ -513,6 +513,44 @@ def test_several_epochs_per_compiled_call(key, monkeypatch):
     assert calls == [1] * 5  # a callback sees every epoch
 
 
+def test_slow_epochs_still_share_a_compiled_call():
+    """`group_length`: about `GROUP_SECONDS` of fast epochs per call; an epoch slower than
+    `GROUP_SECONDS / GROUP_MIN_EPOCHS` still gets `GROUP_MIN_EPOCHS` per call (a call's
+    fixed cost, e.g. mapping its temporary buffers anew, grows with the batch as the
+    epoch does), unless they would take more than `GROUP_SECONDS_MAX`."""
+    n, top, most = _loop.GROUP_MIN_EPOCHS, _loop.GROUP_SECONDS, _loop.GROUP_SECONDS_MAX
+    assert _loop.group_length(1e-7) == _loop.GROUP_MAX
+    assert _loop.group_length(top / 100) == 100  # fast: set by the wall time
+    slow = 4 * top / n  # a wall time alone would give n // 4 epochs
+    assert int(top / slow) == n // 4 and _loop.group_length(slow) == n
+    assert _loop.group_length(2 * most / n) == n // 2  # the floor yields to the longest call
+    assert _loop.group_length(10 * most) == 1 and _loop.group_length(0.0) == _loop.GROUP_MAX
+
+
+
+def test_fit_runs_slow_epochs_in_groups_of_group_min_epochs(key, monkeypatch):
+    """`fit` sizes its groups by `group_length`: epochs of 4 × GROUP_SECONDS /
+    GROUP_MIN_EPOCHS (a sleep after each compiled call) still run GROUP_MIN_EPOCHS per
+    call, where a wall time alone would give a quarter of that."""
+    import time
+
+    slow = 4 * _loop.GROUP_SECONDS / _loop.GROUP_MIN_EPOCHS
+    counts, original = [], _loop.train_group
+
+    def slowed(params, state, epoch0, count, *args, **kwargs):
+        out = jax.block_until_ready(original(params, state, epoch0, count, *args, **kwargs))
+        time.sleep(slow * count)
+        counts.append(count)
+        return out
+
+    monkeypatch.setattr(_fit, "train_group", slowed)
+    x, y = rotation_pairs(key(), n=16)
+    n = _loop.GROUP_MIN_EPOCHS
+    _, history = gl.fit(TinyShear(2, key=key()), (x, y), epochs=2 * n + 4, key=key(),
+                        progress=False)
+    assert history["epoch"] == list(range(1, 2 * n + 5))
+    assert max(counts) == n, counts
+
 # ------------------------------------------------------- Optax's extra arguments (L-BFGS)
 
 

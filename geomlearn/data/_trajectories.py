@@ -32,7 +32,6 @@ trajectories so that validation trajectories are unseen in training.
 
 from __future__ import annotations
 
-import numbers
 import os
 
 import jax
@@ -44,6 +43,7 @@ from .._validation import check_int, check_time_step
 from ..integrators import integrate
 from ._checks import check_arrays, check_states, default_labels, names_of, to_device
 from ._files import Parts, load_states, read_parts, save_states, write_csv, write_npz
+from ._selection import shard_indices, split_indices
 
 __all__ = ["TrajectoryData"]
 
@@ -439,24 +439,21 @@ class TrajectoryData:
         **Raises:** `ValueError` for a fraction outside `(0, 1)` or a dataset with fewer
         than two trajectories.
         """
-        if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real):
-            raise TypeError(f"fraction must be a real number, got {fraction!r}")
-        fraction = float(fraction)
-        if not 0.0 < fraction < 1.0:
-            raise ValueError(f"fraction must be in (0, 1), got {fraction}")
-        n = self.n_trajectories
-        if n < 2:
-            raise ValueError(
-                f"split needs at least 2 trajectories (it splits by whole trajectories), "
-                f"got {n}"
-            )
-        n_first = min(max(int(round(fraction * n)), 1), n - 1)
-        if key is None:
-            order = np.arange(n)
-        else:
-            order = np.asarray(jax.random.permutation(key, n))
-        first, second = np.sort(order[:n_first]), np.sort(order[n_first:])
+        first, second = split_indices(self.n_trajectories, fraction, key)
         return self._select(first), self._select(second)
+
+    def shard(self, process_index: int, process_count: int) -> "TrajectoryData":
+        r"""Part `process_index` of `process_count` by whole trajectories, for
+        `geomlearn.fit(..., per_process=True)`: a contiguous block of trajectories in their
+        order. With $N = qk + r$ trajectories and $k$ parts, parts $0 \dots r-1$ get
+        $q + 1$ trajectories and the others $q$; part $i$ starts at trajectory
+        $iq + \min(i, r)$. The parts cover every trajectory once; names, start times and
+        labels go with their trajectories.
+
+        **Raises:** `ValueError` for `process_index` outside `0 … process_count - 1` or
+        fewer trajectories than parts.
+        """
+        return self._select(shard_indices(self.n_trajectories, process_index, process_count))
 
     # --- files -----------------------------------------------------------------------
 

@@ -28,6 +28,18 @@ numbers, independent of $M$. Per-sample Jacobians come from `jax.jacrev` when $R
 else from `jax.jacfwd`. With `subset=n` each iteration uses a fresh random subset of $n$
 samples.
 
+**Across devices and processes.** When the samples are sharded along devices (each
+process of a `jax.distributed` job holding its own $M_k$ samples; `step(...,
+sharding=...)`, `geomlearn.fit(..., per_process=True)`), each shard accumulates
+$A_k = \sum_{i \in k} J_i^\top J_i$, $g_k = \sum_{i \in k} J_i^\top r_i$ and
+$S_k = \sum_{i \in k} \|r_i\|^2$ over its own residuals only (a `shard_map` with the
+chunked scan inside), and **one all-reduce** (`lax.psum`) of the $P^2 + P + 1$ packed
+numbers gives $A = \sum_k A_k$, $g$, $S$ on every device; each trial step's $S$ costs
+one more all-reduce of one number. The damped $P \times P$ solve is then computed
+replicated, the same on every device. Memory per device:
+$P^2 + \min(c, M_k)\,R\,P$ besides its own data; the result equals the unsharded one to
+round-off (only the order of the sums differs).
+
 **Precision.** $A = J^\top J$ has the squared condition number of $J$: float32 leaves
 about 3–4 significant digits on ill-conditioned problems; compute in float64 for the
 best final losses. **Size.** The solve costs $P^3/3$: fine for $P \lesssim$ a few

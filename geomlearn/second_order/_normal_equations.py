@@ -1,4 +1,9 @@
-r"""The chunked Gauss–Newton normal equations $A = \sum_i J_i^\top J_i$, $g = \sum_i J_i^\top r_i$."""
+r"""The chunked Gauss–Newton normal equations $A = \sum_i J_i^\top J_i$, $g = \sum_i J_i^\top r_i$.
+
+With the samples sharded along devices (and processes), each shard accumulates the sums
+over its own samples, and one all-reduce (`lax.psum` of the packed $P^2 + P + 1$ numbers)
+adds them up: see `over_shards`.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from typing import Callable, Literal
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
+from jax.sharding import NamedSharding, PartitionSpec
 
 __all__ = ["JACOBIAN_MODES", "normal_equations"]
 
@@ -40,9 +46,10 @@ def _chunked(x, y, chunk_size: int, body, init):
 
     No copy of the data: chunk `k` is the slice starting at `min(k·c, M − c)`, so the
     last chunk overlaps the previous one when `c` does not divide `M`, and `mask` marks
-    the samples not yet counted (requires `c <= M`).
+    the samples not yet counted (`c` is clamped to `M`).
     """
     M = x.shape[0]
+    chunk_size = min(int(chunk_size), M)
     n_chunks = -(-M // chunk_size)
     offsets = jnp.arange(chunk_size)
 
@@ -73,7 +80,9 @@ def _jacobian_transform(mode: str, n_residuals: int, n_params: int):
 
 
 def normal_equations_flat(r1, theta, x, y, chunk_size, jacobian, dtype):
-    """$A = \\sum J_i^\\top J_i$, $g = \\sum J_i^\\top r_i$, $S = \\sum \\|r_i\\|^2$ (flat θ)."""
+    """`((A, g, S), n)`: $A = \\sum J_i^\\top J_i$, $g = \\sum J_i^\\top r_i$,
+    $S = \\sum \\|r_i\\|^2$ over the samples `x`, `y` (flat θ), and `n` the number of
+    samples accumulated (an `int32` of shape `(1,)`)."""
     P = theta.size
     R = jax.eval_shape(r1, theta, x[0], y[0]).shape[0]
     transform = _jacobian_transform(jacobian, R, P)
@@ -88,7 +97,7 @@ def normal_equations_flat(r1, theta, x, y, chunk_size, jacobian, dtype):
     hi = jax.lax.Precision.HIGHEST
 
     def body(carry, batch):
-        A, g, S = carry
+        A, g, S, n = carry
         xb, yb, mb = batch
         J, r = jax.vmap(jac, (None, 0, 0))(theta, xb, yb)  # (c, R, P), (c, R)
         # where, not a product: an uncounted sample must not leak a NaN/inf through 0·x
@@ -98,20 +107,90 @@ def normal_equations_flat(r1, theta, x, y, chunk_size, jacobian, dtype):
         r = r.reshape(-1)
         A = A + jnp.matmul(J.T, J, precision=hi)
         g = g + jnp.matmul(J.T, r, precision=hi)
-        return (A, g, S + jnp.sum(jnp.square(r))), None
+        n = n + jnp.sum(mb, dtype=jnp.int32)
+        return (A, g, S + jnp.sum(jnp.square(r)), n), None
 
-    zero = (jnp.zeros((P, P), dtype), jnp.zeros((P,), dtype), jnp.zeros((), dtype))
-    return _chunked(x, y, chunk_size, body, zero)
+    zero = (jnp.zeros((P, P), dtype), jnp.zeros((P,), dtype), jnp.zeros((), dtype),
+            jnp.zeros((), jnp.int32))
+    A, g, S, n = _chunked(x, y, chunk_size, body, zero)
+    return (A, g, S), n[None]
 
 
 def sum_squares_flat(r1, theta, x, y, chunk_size, dtype):
+    """`((S,), n)`: $S = \\sum \\|r_i\\|^2$ over the samples, chunked, and their number."""
     def body(S, batch):
         xb, yb, mb = batch
         r = jax.vmap(r1, (None, 0, 0))(theta, xb, yb)
         r = jnp.where(mb[:, None], r, jnp.zeros((), dtype))
         return S + jnp.sum(jnp.square(r)), None
 
-    return _chunked(x, y, chunk_size, body, jnp.zeros((), dtype))
+    S = _chunked(x, y, chunk_size, body, jnp.zeros((), dtype))
+    return (S,), jnp.asarray([x.shape[0]], jnp.int32)
+
+
+def sample_axes(sharding) -> tuple:
+    """The mesh axes that `sharding` splits the leading (sample) axis over."""
+    spec = getattr(sharding, "spec", None)
+    if not isinstance(sharding, NamedSharding) or len(spec) < 1 or spec[0] is None:
+        raise ValueError(
+            "sharding must be a jax.sharding.NamedSharding that splits the leading (sample) "
+            f"axis over mesh axes, e.g. NamedSharding(mesh, PartitionSpec('batch')); got "
+            f"{sharding!r}")
+    axes = spec[0]
+    return tuple(axes) if isinstance(axes, (tuple, list)) else (axes,)
+
+
+def n_shards(sharding) -> int:
+    """The number of pieces `sharding` cuts the sample axis into."""
+    shape = sharding.mesh.shape
+    n = 1
+    for a in sample_axes(sharding):
+        n *= shape[a]
+    return n
+
+
+def over_shards(fn, sharding):
+    r"""`fn(theta, x, y) -> (sums, n)` computed on each shard of the sample axis of `x`, `y`
+    and the `sums` added over the shards: `(sums, counts)`.
+
+    `sums` is a tuple of arrays in one dtype; they are packed into one vector, so that the
+    shards exchange them in **one all-reduce** (`lax.psum` over the mesh axes of the
+    sample axis): $P^2 + P + 1$ numbers for the normal equations, one number for a sum of
+    squares. `theta` is replicated. `counts` holds the `n` of every shard (a global array
+    of shape `(n_shards,)`, sharded as the samples are: each process holds its own shards'
+    counts). `sharding=None`: `fn` on all samples, unchanged.
+    """
+    if sharding is None:
+        return fn
+    axes = sample_axes(sharding)
+    spec = PartitionSpec(axes if len(axes) > 1 else axes[0])
+
+    def per_shard(theta, x, y):
+        sums, n = fn(theta, x, y)
+        packed = jnp.concatenate([jnp.ravel(s) for s in sums])
+        packed = jax.lax.psum(packed, axes)  # the one all-reduce
+        out, start = [], 0
+        for s in sums:
+            out.append(packed[start:start + s.size].reshape(s.shape))
+            start += s.size
+        return tuple(out), n
+
+    # check_vma=False: the chunked scan starts from replicated zeros and accumulates
+    # per-shard values; the psum makes the sums replicated again
+    return jax.shard_map(per_shard, mesh=sharding.mesh,
+                         in_specs=(PartitionSpec(), spec, spec),
+                         out_specs=(PartitionSpec(), spec), check_vma=False)
+
+
+def check_sharded(x, sharding) -> None:
+    """`ValueError` unless the sample axis of `x` divides into `sharding`'s shards."""
+    if sharding is None:
+        return
+    k = n_shards(sharding)
+    if x.shape[0] % k:
+        raise ValueError(
+            f"the samples are sharded over {k} devices, so their number must be a multiple "
+            f"of {k}; got {x.shape[0]} (with `subset`, choose a multiple of {k})")
 
 
 def compute_dtype(flat, residual_fn, params, x, y):
@@ -127,6 +206,7 @@ def normal_equations(
     *,
     chunk_size: int = 1024,
     jacobian: Literal["auto", "fwd", "rev"] = "auto",
+    sharding: NamedSharding | None = None,
 ):
     r"""The Gauss–Newton normal equations of $S(\theta) = \sum_i \|r_i(\theta)\|^2$, chunked.
 
@@ -144,17 +224,29 @@ def normal_equations(
     - `chunk_size`: samples per chunk (the last chunk is masked where it overlaps).
     - `jacobian`: per-sample Jacobians by `"rev"` (`jax.jacrev`, $R$ VJPs), `"fwd"`
       (`jax.jacfwd`, $P$ JVPs) or `"auto"` (reverse mode when $R < P$).
+    - `sharding`: `None`, or the `jax.sharding.NamedSharding` that splits the sample axis
+      of `x` and `y` over devices (e.g. the processes of a `jax.distributed` job, each
+      holding its own samples): each shard then accumulates
+      $A_k = \sum_{i \in k} J_i^\top J_i$, $g_k$, $S_k$ over **its own** $M_k$ samples
+      (memory $P^2 + \min(\text{chunk\_size}, M_k)\cdot R\cdot P$ per device), and one
+      all-reduce of $P^2 + P + 1$ numbers gives $A = \sum_k A_k$, $g$, $S$ on every
+      device. $M$ must be a multiple of the number of shards.
 
-    **Returns:** `(A, g, S)` in the highest dtype of the parameters and residuals.
+    **Returns:** `(A, g, S)` in the highest dtype of the parameters and residuals
+    (replicated when `sharding` is given).
     """
     check_jacobian(jacobian)
     flat, unravel = ravel(params)
     x, y = jnp.asarray(x), jnp.asarray(y)
     check_samples(x, y)
+    check_sharded(x, sharding)
     dtype = compute_dtype(flat, residual_fn, params, x, y)
     r1 = flat_residual(residual_fn, unravel, dtype)
-    chunk = min(int(chunk_size), x.shape[0])
-    return normal_equations_flat(r1, flat.astype(dtype), x, y, chunk, jacobian, dtype)
+    normal = over_shards(
+        lambda t, xs, ys: normal_equations_flat(r1, t, xs, ys, chunk_size, jacobian, dtype),
+        sharding)
+    sums, _ = normal(flat.astype(dtype), x, y)
+    return sums
 
 
 def check_samples(x, y):

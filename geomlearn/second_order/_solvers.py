@@ -21,9 +21,11 @@ import lineax as lx
 from ._normal_equations import (
     check_jacobian,
     check_samples,
+    check_sharded,
     compute_dtype,
     flat_residual,
     normal_equations_flat,
+    over_shards,
     ravel,
     sum_squares_flat,
 )
@@ -72,6 +74,10 @@ class LMInfo(NamedTuple):
     - `accepted`: whether a trial step was accepted.
     - `tries`: trial steps evaluated (`1 … max_tries`).
     - `n_samples`: samples used (`M`, or `subset`).
+    - `shard_samples`: the samples each shard of the sample axis accumulated into
+      $J^\top J$ (`int32`, one entry per shard: `(n_samples,)` without sharding; with
+      `step(..., sharding=...)` one per device along the sample axis, each process
+      holding its own entries) — what the memory and the work per device scale with.
     - `stalled`: no trial was accepted: all `max_tries` trials failed to lower $S$ (LM:
       with $\lambda$ raised `max_tries − 1` times by `increase`, up to `max_damping`;
       Gauss–Newton: all halvings). At a minimum (to round-off) every iteration stalls;
@@ -89,6 +95,7 @@ class LMInfo(NamedTuple):
     tries: jax.Array
     n_samples: jax.Array
     stalled: jax.Array
+    shard_samples: jax.Array
 
 
 def _check_int(name, value, minimum=1):
@@ -229,7 +236,8 @@ class AbstractDampedLeastSquares(eqx.Module):
                  theta, S0)
         return jax.lax.while_loop(cond, body, start)
 
-    def step(self, params, state: LMState, residual_fn: Callable, x, y, key=None):
+    def step(self, params, state: LMState, residual_fn: Callable, x, y, key=None, *,
+             sharding=None):
         r"""One iteration (pure JAX: usable under `jit`/`lax.scan`).
 
         **Arguments:**
@@ -243,6 +251,16 @@ class AbstractDampedLeastSquares(eqx.Module):
           relative loss in `info` divides by $\sqrt{\sum y^2}$, so pass as `y` exactly
           the targets the residual compares with.
         - `key`: a PRNG key; needed only with `subset` (the subset is drawn from it).
+        - `sharding` (keyword-only): `None`, or the `jax.sharding.NamedSharding` splitting
+          the sample axis of `x`, `y` over devices and processes (see
+          `normal_equations`). Each shard then accumulates $J^\top J$, $J^\top r$ and
+          every trial's $\sum r^2$ over its own samples only; the sums are all-reduced
+          (one `psum` of $P^2 + P + 1$ numbers for the normal equations, one number per
+          trial) and the damped $P \times P$ solve is computed replicated, the same on
+          every device. The result equals the unsharded one to round-off (only the order
+          of the sums differs). Memory per device: $P^2 + c\,R\,P$ with
+          $c = \min(\text{chunk\_size}, M_k)$, $M_k$ its samples. $M$ (or `subset`) must
+          be a multiple of the number of shards.
 
         **Returns:** `(params, state, info)`: the new parameters (unchanged when no trial
         step was accepted, each leaf in its own dtype), the new `LMState` and an
@@ -254,14 +272,18 @@ class AbstractDampedLeastSquares(eqx.Module):
         check_samples(x, y)
         dtype = compute_dtype(flat, residual_fn, params, x, y)
         x, y = self._draw_subset(x, y, key)
-        chunk = min(self.chunk_size, x.shape[0])
+        check_sharded(x, sharding)
         r1 = flat_residual(residual_fn, unravel, dtype)
         theta = flat.astype(dtype)
-        A, g, S0 = normal_equations_flat(r1, theta, x, y, chunk, self.jacobian, dtype)
+        normal = over_shards(lambda t, xs, ys: normal_equations_flat(
+            r1, t, xs, ys, self.chunk_size, self.jacobian, dtype), sharding)
+        sum_squares = over_shards(lambda t, xs, ys: sum_squares_flat(
+            r1, t, xs, ys, self.chunk_size, dtype), sharding)
+        (A, g, S0), counts = normal(theta, x, y)
         lam0 = state.damping.astype(dtype)
         tries, lam, scale, ok, new_theta, S1 = self._search(
             theta, S0, lam0, self._trial_solver(A, g, dtype),
-            lambda t: sum_squares_flat(r1, t, x, y, chunk, dtype), dtype)
+            lambda t: sum_squares(t, x, y)[0][0], dtype)
         new_params = unravel(new_theta.astype(flat.dtype))
         # ravel/unravel keeps each leaf's dtype; make sure of it for mixed-dtype trees
         new_params = jax.tree_util.tree_map(lambda new, old: new.astype(old.dtype),
@@ -279,7 +301,7 @@ class AbstractDampedLeastSquares(eqx.Module):
             new_relative_loss=jnp.sqrt(S1 / safe_Y), target_sum_squares=Y, damping=lam,
             step_scale=scale, accepted=ok, tries=tries,
             n_samples=jnp.asarray(x.shape[0], jnp.int32),
-            stalled=self._stalled(lam, ok, dtype),
+            stalled=self._stalled(lam, ok, dtype), shard_samples=counts,
         )
         return new_params, new_state, info
 

@@ -19,7 +19,7 @@ from ._history import new_history, non_finite_error, record
 from ._trainers import CONVERGED, STALLED
 from ._inputs import Inputs, place, resolve
 from ._interrupt import InterruptFlag, TrainingInterrupted
-from ._loop import GROUP_MAX, GROUP_SECONDS, train_group
+from ._loop import GROUP_MAX, group_length, train_group
 from ._processes import (
     agreement_fields,
     check_agreement,
@@ -50,6 +50,7 @@ def fit(
     resume: bool = False,
     callback: Callable | None = None,
     time_budget: float | None = None,
+    per_process: bool = False,
 ):
     r"""Train a geomlearn model on trajectory data.
 
@@ -111,6 +112,11 @@ def fit(
     - `time_budget`: stop after this many seconds of training (wall time, checked
       between compiled calls), whatever `epochs` says. `epochs` or `time_budget` (or
       both) must be given.
+    - `per_process`: across the processes of a `jax.distributed` job, `data` (and
+      `val_data`) are **this process's own part** of the data set — e.g.
+      `TrajectoryData.shard(jax.process_index(), jax.process_count())`, or the `i`-th of
+      `k` files — instead of the whole data set on every process (the default, `False`).
+      See "Data on many processes" below. On one process it changes nothing.
 
     **Returns:** `(model, history)`: the trained model and a dict of per-epoch lists
     `epoch` (1-based), `loss` (mean training loss of the epoch), `val_loss` (`None`
@@ -141,8 +147,29 @@ def fit(
     or a `KeyboardInterrupt` from the callback saves a checkpoint and returns what was
     trained, with a `TrainingInterrupted` warning. Across the processes of a
     `jax.distributed` job, call `fit` with the same arguments and the whole data set on
-    each; they stop together, process 0 alone writes the checkpoint, and each returns
+    each (or each its own part, with `per_process=True`); they stop together, process 0 alone writes the checkpoint, and each returns
     the trained model on its own device.
+
+    **Data on many processes** (`per_process=True`). Process $i$ of $k$ takes its $M_i$
+    samples from its own part (`model.training_samples`), and the global data set is their
+    concatenation in process order, $M = \sum_i M_i$, held as arrays sharded along the
+    sample axis (`jax.make_array_from_process_local_data`): each process keeps only its
+    samples. The checks that read the data become collective, in one all-gather of a few
+    numbers per process: finiteness (every process raises the same `ValueError` naming
+    the processes, and their first non-finite sample in their own numbering), the
+    relative loss's scale $\bar y^2 = \sum_i s_i / \sum_i M_i$ with $s_i$ the sum of
+    squared target norms on process $i$, the data fingerprint (a digest of the $k$
+    per-process digests, in process order: a resume needs the same parts on the same
+    processes) and the sizes. **Every process must hold the same number of samples**
+    ($M_i = M/k$; the sample shapes too): unequal parts are refused with a `ValueError`
+    that lists $M_i$ per process — no padding, no silent truncation.
+    The result equals that of one process holding the concatenated data set to
+    round-off: an Optax optimiser draws its minibatches from the global permutation of
+    the $M$ samples; a `LevenbergMarquardt` or `GaussNewton` iteration accumulates
+    $J^\top J$ and $J^\top r$ on each process over its own residuals only (memory
+    $P^2 + c\,R\,P$ per process for chunks of $c$ samples of $R$ residuals), adds them in
+    one all-reduce of $P^2 + P + 1$ numbers (and one number per trial step's loss),
+    and solves the damped $P \times P$ system on every process alike.
 
     ```python
     train, test = gl.datasets.pendulum_sympnets()
@@ -157,7 +184,7 @@ def fit(
                               prediction_window=prediction_window, seq_length=seq_length,
                               val_data=val_data, checkpoint=checkpoint,
                               checkpoint_every=checkpoint_every, resume=resume,
-                              time_budget=time_budget)
+                              time_budget=time_budget, per_process=per_process)
             # two runs never alternate on one checkpoint; across processes only process 0
             # writes it
             lock = inputs.checkpoint if jax.process_index() == 0 else None
@@ -320,7 +347,7 @@ class _Training:
             return stop
 
     def next_sizes(self, t_start: float, t_end: float, count: int, cap: int) -> tuple[int, int]:
-        """`(count, cap)` for the next group: about `GROUP_SECONDS` of epochs, and not
+        """`(count, cap)` for the next group: `group_length(per_epoch)` epochs, and not
         much beyond the time budget."""
         per_epoch = (t_end - t_start) / count
         self.groups += 1
@@ -329,7 +356,7 @@ class _Training:
         if self.inputs.time_budget is not None:
             left = self.inputs.time_budget - (t_end - self.t0)
             cap = min(cap, max(1, int(left / max(per_epoch, 1e-9))))
-        return max(1, int(GROUP_SECONDS / max(per_epoch, 1e-9))), cap
+        return group_length(per_epoch), cap
 
     def plan_by_budget(self, per_epoch: float, now: float) -> None:
         """`epochs=None`: the epochs that fit in the rest of the budget at the measured

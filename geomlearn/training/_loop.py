@@ -4,8 +4,9 @@ An epoch is the trainer's (`_trainers`); a `lax.while_loop` runs up to `GROUP_MA
 them per call and adds per epoch only what correctness needs: the finiteness of the loss
 and of the parameters, a select that keeps the last good state, and the per-epoch loss,
 validation loss and learning rate written into buffers that the host reads once per
-group. Compiled code is cached by `jax.jit` on the static parts (model structure,
-trainer, loss, sizes): another `fit` of the same setup does not compile again.
+group; the host sizes the groups (`group_length`). Compiled code is cached by `jax.jit`
+on the static parts (model structure, trainer, loss, sizes): another `fit` of the same
+setup does not compile again.
 """
 
 from __future__ import annotations
@@ -24,6 +25,38 @@ from ._trainers import CONTINUE, Run, batch_loss
 GROUP_MAX = 4096
 #: The wall time one compiled call of several epochs aims at, in seconds.
 GROUP_SECONDS = 0.05
+#: The fewest epochs one compiled call runs while they take at most
+#: `GROUP_SECONDS_MAX` (see `group_length`).
+GROUP_MIN_EPOCHS = 16
+#: The longest a call of `GROUP_MIN_EPOCHS` slow epochs may take, in seconds: the
+#: delay of the progress bar and of `Ctrl-C`.
+GROUP_SECONDS_MAX = 2.0
+
+
+def group_length(per_epoch: float) -> int:
+    """The number of epochs of the next compiled call, from the wall time per epoch of the
+    last one: about `GROUP_SECONDS` of epochs, but at least `GROUP_MIN_EPOCHS` as long as
+    they take at most `GROUP_SECONDS_MAX`; at least 1 and at most `GROUP_MAX`.
+
+    Why a floor in epochs and not only a wall time: every call allocates the compiled
+    code's temporary buffers afresh. Once they exceed the C allocator's threshold for
+    serving a block from its heap (glibc: 32 MiB at most; a full batch of about $10^4$
+    samples for a network of width 30 in float64), the operating system maps them anew
+    on every call and zeroes them page by page on first touch, a cost proportional to
+    the buffers, as the epoch's own work is, and of the order of one epoch (figures:
+    `benchmarks/RESULTS.md`, "Training throughput"). A wall time alone would run such
+    epochs one or two per call and pay that cost on each; `GROUP_MIN_EPOCHS` epochs
+    share it.
+
+    **Arguments:**
+
+    - `per_epoch`: seconds per epoch of the last call (its wall time over its epochs).
+
+    **Returns:** the number of epochs, an `int` in `[1, GROUP_MAX]`.
+    """
+    per_epoch = max(float(per_epoch), 1e-9)
+    floor = min(GROUP_MIN_EPOCHS, int(GROUP_SECONDS_MAX / per_epoch))
+    return max(1, min(GROUP_MAX, max(int(GROUP_SECONDS / per_epoch), floor)))
 
 
 def all_finite(tree):

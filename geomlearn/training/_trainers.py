@@ -48,6 +48,9 @@ class Run(NamedTuple):
     trainer: AbstractTrainer
     batch_sharding: Any
     has_val: bool
+    #: the `NamedSharding` of the samples when each process holds only its own
+    #: (`fit(..., per_process=True)`); `None` when every device holds all of them
+    data_sharding: Any = None
 
 
 def batch_loss(params, static, run: Run, xb, yb, target_sq):
@@ -222,8 +225,10 @@ class _DampedLeastSquaresTrainer(AbstractTrainer):
             model = eqx.combine(p, static)
             return (model.predict(xi, run.task) - model.target(yi, run.task)).ravel()
 
+        # samples sharded across processes: JᵀJ and Jᵀr per shard, one all-reduce
         new_params, new_state, info = self.solver.step(params, state, residual, x, y,
-                                                       jax.random.fold_in(key, epoch))
+                                                       jax.random.fold_in(key, epoch),
+                                                       sharding=run.data_sharding)
         new_loss = batch_loss(new_params, static, run, x, y, target_sq)
         ok = jnp.isfinite(new_loss) & _all_finite(new_params)
         params, state, loss = jax.lax.cond(
