@@ -17,12 +17,18 @@ Two experiments, float64, every network trained with `geomlearn.fit`:
    learned R against (0, δ), the learned forcing amplitude (the least-squares fit
    f_θ(t) ≈ a sin(ωt) + c over the training times; a constant force is a linear term of
    the energy and not identifiable) against γ, the largest discrete energy-balance residual along the rollouts, and the
-   trajectory error over t ∈ [0, 10] from 5 held-out initial states. Goals: damping and
+   trajectory error over t ∈ [0, 10] from 5 held-out initial states (relative, and as the
+   mean squared state error, the metric of Desai et al.'s figures). Goals: damping and
    amplitude within 5 %.
+
+`python -m benchmarks.dissipation --side-by-side PATH` writes experiment 1's
+damped-pendulum arrays to PATH and trains geomlearn's side of the comparison with
+`phlearn` on them (`side_by_side`; the peer is `benchmarks/phlearn_peer.py`).
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 from . import _common as C
@@ -43,7 +49,8 @@ def _rel(a, b) -> float:
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
-def _pendulum(settings, ctx):
+def _pendulum_data(settings):
+    """The damped pendulum, its training and its held-out test trajectories (float64)."""
     import jax
     import jax.numpy as jnp
 
@@ -54,6 +61,16 @@ def _pendulum(settings, ctx):
                                        n_steps=settings["pendulum_steps"], dtype=jnp.float64)
     test = gl.datasets.damped_pendulum(jax.random.PRNGKey(1), n_trajectories=settings["test_trajectories"],
                                        n_steps=settings["rollout_steps"], dtype=jnp.float64)
+    return system, data, test
+
+
+def _pendulum(settings, ctx):
+    import jax
+    import jax.numpy as jnp
+
+    import geomlearn as gl
+
+    system, data, test = _pendulum_data(settings)
     k = jax.random.PRNGKey(2)
     models = {
         "ConformalSympNet": gl.ConformalSympNet(2, n_layers=4, width=16, dt=0.1, key=k, dtype=jnp.float64),
@@ -129,7 +146,9 @@ def _duffing(settings, ctx):
              "delta_error": abs(float(spectrum[-1]) - system.delta) / system.delta,
              "amplitude": amplitude, "amplitude_error": abs(amplitude - system.gamma) / system.gamma,
              "force_error": force_error, "balance": float(np.max(np.asarray(balance))),
-             "err": _rel(rollout[..., :2], test.states[..., :2]), "train_s": train_s}]
+             "err": _rel(rollout[..., :2], test.states[..., :2]), "train_s": train_s,
+             # Desai et al.'s metric: the mean squared state error over the rollouts
+             "state_mse": float(np.mean((np.asarray(rollout[..., :2]) - np.asarray(test.states[..., :2])) ** 2))}]
 
 
 def measure(settings: dict, ctx) -> dict:
@@ -179,6 +198,7 @@ SPEC = Benchmark(
             Column("amplitude_error", "amplitude rel. error", ".2%"),
             Column("balance", "max energy-balance residual", ".1e"),
             Column("err", "rel. error t ≤ 10", ".2e"),
+            Column("state_mse", "state MSE t ≤ 10", ".2e"),
             Column("train_s", "train (s)", ".1f"),
         ), rows="duffing"),
     ),
@@ -191,3 +211,133 @@ SPEC = Benchmark(
 )
 NAME, DESCRIPTION = SPEC.name, SPEC.description
 add_arguments, run = SPEC.add_arguments, SPEC.run
+
+
+# ----------------------------------------------------------------------------- side by side with phlearn
+
+
+def write_pendulum_data(path, settings=None) -> dict:
+    """Write experiment 1's damped-pendulum trajectories (float64) to the `.npz` file `path`:
+    `train` `(n_train, pendulum_steps + 1, 2)`, `test` `(n_test, rollout_steps + 1, 2)`,
+    `dt` and `gamma`. `side_by_side` and `benchmarks/phlearn_peer.py` both train on this
+    file, so the two libraries see identical arrays. Returns the shapes written."""
+    import numpy as np
+
+    system, data, test = _pendulum_data(FULL if settings is None else settings)
+    arrays = {"train": np.asarray(data.states), "test": np.asarray(test.states),
+              "dt": np.float64(data.dt), "gamma": np.float64(system.gamma)}
+    np.savez(path, **arrays)
+    return {name: list(np.shape(a)) for name, a in arrays.items()}
+
+
+def _dg_iterate(model, initial, n_points, dt):
+    """`PortHamiltonianNN`'s discrete-gradient map iterated from `initial` `(B, 2)`, as
+    `geomlearn.iterate` does, except that a solve flagged as unconverged keeps Newton's
+    last iterate instead of raising; returns the states `(B, n_points, 2)` and the number
+    of flagged solves, reported as `unconverged_solves` (expected 0). (Near the
+    equilibrium a learned energy with a large constant offset puts the rounding floor of
+    the discrete gradient's quotient `(H(y) − H(x) − ∇H·d)/|d|²`, of size `eps·|H|/|d|`,
+    above a fixed acceptance threshold; the solver now accepts changes down to that
+    rounding level, and this count shows whether any solve is still flagged.)"""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    @eqx.filter_jit
+    def run(model, z0):
+        def body(z, _):
+            y, ok = jax.vmap(lambda s: model._solve(s, dt, 0.0))(z)
+            return y, (y, ok)
+
+        _, (ys, oks) = jax.lax.scan(body, z0, None, length=n_points - 1)
+        return jnp.concatenate([z0[:, None], jnp.swapaxes(ys, 0, 1)], axis=1), jnp.sum(~oks)
+
+    states, flagged = run(model, jnp.asarray(initial))
+    return states, int(flagged)
+
+
+SIDE_BY_SIDE = ("PortHamiltonianNN", "ConformalSympNet")
+
+
+def side_by_side(path, epochs: int = FULL["pendulum_epochs"], names=SIDE_BY_SIDE) -> dict:
+    """geomlearn's side of the comparison with `phlearn` (`benchmarks/phlearn_peer.py`).
+
+    Reads the arrays of `write_pendulum_data` from `path` and trains, with `epochs`
+    Levenberg–Marquardt epochs of `geomlearn.fit` (full batch, as experiment 1),
+    `PortHamiltonianNN(2, width=16, depth=2, dt)` (constant learned `R = LLᵀ`, trained
+    through its discrete-gradient step) and `ConformalSympNet(2, n_layers=4, width=16,
+    dt)` (or those of them in `names`). For each: the training wall time (compilation
+    included), the learned damping (the largest eigenvalue of `R`, or γ), the one-step
+    test error (relative Frobenius error and mean squared error of one step from every
+    test pair) and the relative error of the rollout over the whole test horizon against
+    the Gauss–Legendre reference, computed as in experiment 1. `ValueError` for a name
+    not in `SIDE_BY_SIDE`."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import geomlearn as gl
+    from geomlearn._nn import count_parameters
+
+    arrays = np.load(path)
+    dt, gamma = float(arrays["dt"]), float(arrays["gamma"])
+    data = gl.TrajectoryData(jnp.asarray(arrays["train"]), dt)
+    test = jnp.asarray(arrays["test"])
+    x, y = test[:, :-1].reshape(-1, 2), test[:, 1:].reshape(-1, 2)
+    k = jax.random.PRNGKey(2)
+    models = {
+        "PortHamiltonianNN": lambda: gl.PortHamiltonianNN(2, width=16, depth=2, dt=dt, key=k, dtype=jnp.float64),
+        "ConformalSympNet": lambda: gl.ConformalSympNet(2, n_layers=4, width=16, dt=dt, key=k, dtype=jnp.float64),
+    }
+    unknown = set(names) - set(models)
+    if unknown:
+        raise ValueError(f"names must be among {SIDE_BY_SIDE}, got {sorted(unknown)}")
+    rows = []
+    for name in names:
+        model = models[name]()
+        started = time.perf_counter()
+        model, history = gl.fit(model, data, optimizer=gl.LevenbergMarquardt(), epochs=epochs,
+                                key=jax.random.PRNGKey(3), progress=False)
+        train_s = time.perf_counter() - started
+        damping = (float(model.dissipation_spectrum()[-1]) if name == "PortHamiltonianNN"
+                   else float(model.damping_rate()))
+        if name == "PortHamiltonianNN":
+            step, flagged_step = _dg_iterate(model, x, 2, dt)
+            rollout, flagged = _dg_iterate(model, test[:, 0], test.shape[1], dt)
+            step, flagged = step[:, 1], {"one_step": flagged_step, "rollout": flagged}
+        else:
+            step, flagged = gl.iterate(model, x, 2)[:, 1], None
+            rollout = gl.iterate(model, test[:, 0], test.shape[1])
+        step = np.asarray(step)
+        rows.append({"name": name, "parameters": count_parameters(model), "epochs": epochs,
+                     "final_loss": float(history["loss"][-1]),
+                     "train_s": train_s, "damping": damping, "damping_error": abs(damping - gamma) / gamma,
+                     "one_step_rel": _rel(step, y), "one_step_mse": float(np.mean((step - np.asarray(y)) ** 2)),
+                     "rollout_rel": _rel(rollout, test), "unconverged_solves": flagged})
+    return {"library": "geomlearn", "jax": jax.__version__, "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
+            "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+            "n_train_pairs": int(arrays["train"].shape[0] * (arrays["train"].shape[1] - 1)),
+            "n_test_pairs": int(x.shape[0]), "rollout_steps": int(test.shape[1] - 1), "rows": rows}
+
+
+def _main(argv=None) -> dict:
+    """`python -m benchmarks.dissipation --side-by-side PATH`: write the damped-pendulum
+    arrays to PATH (unless `--reuse`), train geomlearn's side on them, print one JSON."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description="geomlearn's side of benchmarks/phlearn_peer.py")
+    parser.add_argument("--side-by-side", required=True, metavar="PATH", help="the .npz file (written, then read)")
+    parser.add_argument("--epochs", type=int, default=FULL["pendulum_epochs"])
+    parser.add_argument("--reuse", action="store_true", help="read PATH as it is instead of writing it")
+    args = parser.parse_args(argv)
+    C.enable_x64()
+    if not args.reuse:
+        write_pendulum_data(args.side_by_side)
+    result = side_by_side(args.side_by_side, args.epochs)
+    print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    _main()

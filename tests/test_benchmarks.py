@@ -391,7 +391,46 @@ def test_dissipation_quick(quick_runs):
     assert rows["ConformalSympNet"]["gamma"] >= 0
     (duffing,) = payload["results"]["duffing"]
     assert duffing["r_small"] >= -1e-12 and duffing["balance"] < 1e-10  # R ⪰ 0, exact balance
+    assert _finite(duffing["state_mse"]) and duffing["state_mse"] >= 0  # Desai et al.'s metric
     assert {t["target"].split(":")[0] for t in payload["targets"]} == {"damped pendulum", "Duffing"}
+
+
+@pytest.mark.slow  # trains a network for one epoch
+def test_dissipation_side_by_side_trains_on_the_written_arrays(tmp_path):
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import geomlearn as gl
+    from benchmarks import dissipation as D
+
+    q, path = D.QUICK, tmp_path / "pendulum.npz"
+    shapes = D.write_pendulum_data(path, q)
+    assert shapes["train"] == [q["pendulum_trajectories"], q["pendulum_steps"] + 1, 2]
+    assert shapes["test"] == [q["test_trajectories"], q["rollout_steps"] + 1, 2]
+    _, data, test = D._pendulum_data(q)  # the file holds experiment 1's own arrays
+    arrays = np.load(path)
+    np.testing.assert_array_equal(arrays["train"], np.asarray(data.states))
+    np.testing.assert_array_equal(arrays["test"], np.asarray(test.states))
+    assert float(arrays["dt"]) == 0.1 and float(arrays["gamma"]) == 0.1
+    with pytest.raises(ValueError, match="names must be among"):
+        D.side_by_side(path, epochs=1, names=("GSympNet",))
+    result = D.side_by_side(path, epochs=1, names=("PortHamiltonianNN",))  # its new code path
+    assert result["n_train_pairs"] == q["pendulum_trajectories"] * q["pendulum_steps"]
+    assert result["n_test_pairs"] == q["test_trajectories"] * q["rollout_steps"]
+    (row,) = result["rows"]
+    assert row["name"] == "PortHamiltonianNN" and row["epochs"] == 1 and row["parameters"] > 0
+    for key in ("train_s", "damping", "one_step_rel", "one_step_mse", "rollout_rel", "final_loss"):
+        assert _finite(row[key]) and row[key] >= 0, key
+    flagged = row["unconverged_solves"]
+    assert 0 <= flagged["one_step"] <= result["n_test_pairs"]
+    assert 0 <= flagged["rollout"] <= q["test_trajectories"] * q["rollout_steps"]
+    # where every solve converges, the rollout is geomlearn's own iterated map
+    model = gl.PortHamiltonianNN(2, width=8, depth=1, dt=0.1, key=jax.random.PRNGKey(0), dtype=jnp.float64)
+    z0 = jnp.array([[1.0, 0.5], [-0.7, 0.2]])
+    states, n_flagged = D._dg_iterate(model, z0, 6, 0.1)
+    assert n_flagged == 0 and states.shape == (2, 6, 2)
+    np.testing.assert_array_equal(np.asarray(states), np.asarray(gl.iterate(model, z0, 6, dt=0.1)))
 
 
 @pytest.mark.slow

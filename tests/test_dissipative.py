@@ -14,7 +14,7 @@ from _helpers import randomize
 import geomlearn as gl
 from geomlearn.geometry import conformal_symplecticity_residual, symplecticity_residual
 from geomlearn.integrators import step
-from geomlearn.models import Task
+from geomlearn.models import Task, _discrete_gradient
 from geomlearn.structures import structure_named
 from geomlearn.systems import DampedPendulum, Duffing, ForcedMassSpring
 
@@ -186,6 +186,49 @@ def test_without_dissipation_and_force_the_step_conserves_the_learned_energy():
     assert float(_energy_change(model, x)) < -1e-6  # negative control: with R ⪰ 0 it falls
     assert conservative.dissipation_spectrum().tolist() == [0.0, 0.0]
 
+
+
+def _even_energy_model(offset):
+    """A port-Hamiltonian network whose energy is even (hidden units in pairs `w`, `-w`
+    with equal biases and output weights), so that `0` is an equilibrium, plus `offset`."""
+    model = gl.PortHamiltonianNN(2, width=16, depth=1, key=jax.random.PRNGKey(0),
+                                 dtype=jnp.float64)
+    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(1), 3)
+    w, b = jax.random.normal(k1, (8, 2)), jax.random.normal(k2, (8,))
+    c = jax.random.normal(k3, (1, 8))
+    weights = (jnp.concatenate([w, -w]), jnp.concatenate([c, c], axis=1))
+    biases = (jnp.concatenate([b, b]), jnp.asarray([offset]))
+    return eqx.tree_at(lambda m: (m.h_weights, m.h_biases), model, (weights, biases))
+
+
+@eqx.filter_jit
+def _near_equilibrium(model, x):
+    """Per state: the solved step and whether it converged, and whether the solve without
+    a rounding level (Newton's changes judged against eps^(2/3) alone) converged."""
+    def one(z):
+        y, ok = model._solve(z, 0.1, 0.0)
+        _, plain = _discrete_gradient.solve_step(
+            lambda v: model._averaged_field(z, v, 0.0, 0.1), z, 0.1)
+        return y, ok, plain, model.energy_balance_residual(z, y, 0.1)
+    return jax.vmap(one)(x)
+
+
+def test_the_step_converges_near_an_equilibrium_whatever_constant_the_energy_carries():
+    """A constant added to the energy changes no dynamics, but its rounding enters the
+    discrete gradient (ε|H|/|Δ|): near an equilibrium, where steps barely move, a learned
+    energy of about 500 made Newton's changes settle above ε^(2/3), and a trained model's
+    rollout raised "did not converge". The solve now settles at the rounding level it can
+    reach and the step with the constant agrees with the step without it."""
+    amplitude = np.geomspace(1e-8, 1.0, 33)
+    x = jnp.asarray(np.stack([amplitude, 0.3 * amplitude], axis=1))
+    y0, ok0, plain0, _ = _near_equilibrium(_even_energy_model(0.0), x)
+    y1, ok1, plain1, balance = _near_equilibrium(_even_energy_model(544.0), x)
+    assert bool(np.all(ok0)) and bool(np.all(ok1))
+    # negative control: judged against eps^(2/3) alone, the same solves do not converge
+    assert int(np.sum(~np.asarray(plain1))) >= 5 and int(np.sum(~np.asarray(plain0))) >= 3
+    gap = np.max(np.abs(np.asarray(y1 - y0)), axis=1) / amplitude
+    assert np.all(gap < 1e-6), gap  # the constant's rounding: ε·544·h / (|Δ|·|x|) ≤ 4e-7
+    assert np.all(np.asarray(balance) < 1e-13)
 
 def test_port_hamiltonian_options_are_checked():
     k = jax.random.PRNGKey(0)

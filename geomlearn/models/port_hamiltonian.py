@@ -31,7 +31,12 @@ from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_bool, check_int, check_stored_dt, float_dtype
 from ..geometry import jacobian, symplectic_matrix
 from ._base import scan_rollout
-from ._discrete_gradient import discrete_gradient, forcing_named, solve_step
+from ._discrete_gradient import (
+    discrete_gradient,
+    forcing_named,
+    rounding_level,
+    solve_step,
+)
 from ._integrators import AbstractPointModel
 from ._task import (
     Pairs,
@@ -60,6 +65,23 @@ def _mlp(weights, biases, x, sigma):
     for W, b in zip(weights[:-1], biases[:-1]):
         x = sigma(W.astype(dtype) @ x + b.astype(dtype))
     return weights[-1].astype(dtype) @ x + biases[-1].astype(dtype)
+
+
+def _gradient_magnitude(weights, biases, x, sigma):
+    r"""$|W_1|^\top(|\sigma'(z_1)| \odot |W_2|^\top(\cdots |W_L|^\top))$ of a scalar
+    MLP at `x`: the gradient's back-propagation with every factor replaced by its
+    absolute value, whose size bounds the gradient's rounding ($\varepsilon$ times it).
+    Near a critical point the gradient itself is small while its terms are not."""
+    dtype = x.dtype
+    slopes = []
+    for W, b in zip(weights[:-1], biases[:-1]):
+        z = W.astype(dtype) @ x + b.astype(dtype)
+        slopes.append(jnp.abs(jax.vmap(jax.grad(sigma))(z)))
+        x = sigma(z)
+    v = jnp.abs(weights[-1].astype(dtype))[0]
+    for W, slope in zip(reversed(weights[:-1]), reversed(slopes)):
+        v = jnp.abs(W.astype(dtype)).T @ (slope * v)
+    return v
 
 
 class PortHamiltonianNN(AbstractPointModel):
@@ -223,7 +245,16 @@ class PortHamiltonianNN(AbstractPointModel):
         check_point(type(self).__name__, x, self.phase_dim)
         h = jnp.asarray(h, x.dtype)
         t = jnp.asarray(t, x.dtype)
-        return solve_step(lambda y: self._averaged_field(x, y, t, h), x, h)
+        J = symplectic_matrix(self.phase_dim // 2, dtype=x.dtype)
+        norm = jnp.max(jnp.sum(jnp.abs(J - self.dissipation(x)), axis=1))
+        hx = self.hamiltonian(x)
+
+        def rounding(y):
+            terms = _gradient_magnitude(self.h_weights, self.h_biases, 0.5 * (x + y),
+                                        self._sigma())
+            return rounding_level(x, y, hx, self.hamiltonian(y), terms, norm)
+
+        return solve_step(lambda y: self._averaged_field(x, y, t, h), x, h, rounding)
 
     def discrete_gradient_step(self, x: Float[Array, " n2"], dt, t=0.0) -> Float[Array, " n2"]:
         r"""One discrete-gradient step of size `dt` from the phase-space point `x` at the
