@@ -11,11 +11,41 @@ def normal(rng, shape, dtype=jnp.float64, scale=1.0):
     return jnp.asarray(scale * rng.standard_normal(shape), dtype=dtype)
 
 
+def draw(key, shape, dtype=jnp.float64, scale=1.0):
+    """N(0, scale²) numbers of `shape` seeded by the (raw, `jax.random.PRNGKey`) key
+    `key` but drawn by NumPy: the role of `jax.random.normal(key, shape, dtype)` without compiling a sampler
+    for every new shape."""
+    return normal(
+        np.random.default_rng(np.asarray(key).ravel().tolist()), shape, dtype, scale
+    )
+
+
+def is_parameter(x):
+    """A floating-point array, or the shape of one in a skeleton."""
+    return eqx.is_inexact_array(x) or (
+        isinstance(x, jax.ShapeDtypeStruct) and jnp.issubdtype(x.dtype, jnp.inexact)
+    )
+
+
 def randomize(module, rng, scale=1.0):
-    params, static = eqx.partition(module, eqx.is_inexact_array)
+    """Every floating-point array of `module` redrawn from N(0, scale²). `module` may be a
+    skeleton (`eqx.filter_eval_shape`), whose array leaves are shapes only."""
+    params, static = eqx.partition(module, is_parameter)
+    if any(
+        isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree_util.tree_leaves(static)
+    ):
+        raise TypeError(
+            "a skeleton with non-floating arrays cannot be filled with random numbers"
+        )
     leaves, treedef = jax.tree_util.tree_flatten(params)
     new = [normal(rng, x.shape, x.dtype, scale) for x in leaves]
     return eqx.combine(jax.tree_util.tree_unflatten(treedef, new), static)
+
+
+def random_module(build, rng, scale=1.0):
+    """`randomize(build(), rng, scale)` without running the initialisers of `build` (each
+    draws with `jax.random`, one compiled sampler per shape): its skeleton, filled."""
+    return randomize(eqx.filter_eval_shape(build), rng, scale)
 
 
 def n_params(module):

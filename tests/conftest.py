@@ -35,17 +35,27 @@ TOLERANCES = {
 }
 
 
+#: XLA flags of the fast tier (see `pytest_configure`).
+FAST_TIER_XLA_FLAGS = (
+    "--xla_backend_optimization_level=0",
+    "--xla_cpu_use_fusion_emitters=false",
+)
+
+
 def pytest_configure(config):
     """The fast tier (`-m "not slow"`, the default) runs thousands of tiny programs whose
     cost is compilation, not execution: it compiles them without LLVM's optimisation
-    passes (about a quarter less CPU time). XLA reads the flag once, when JAX starts its
-    backend, so it is set for that moment only; every other run, and every process a
-    test starts, compiles with XLA's defaults (the slow tier compares tables computed in
-    and out of process bit for bit, and optimisation can move a float32 rounding)."""
+    passes and with XLA's classic CPU code emitters instead of its MLIR fusion emitters,
+    which compile the same programs in markedly less time, the one-operation programs of
+    eager calls as much as jitted checks (measured: benchmarks/RESULTS.md, "Architecture
+    and the test suite"). XLA reads the flags once, when JAX starts its backend, so they
+    are set for that moment only; every other run, and every process a test starts,
+    compiles with XLA's defaults (the slow tier compares tables computed in and out of
+    process bit for bit, and optimisation can move a float32 rounding)."""
     if (config.option.markexpr or "").strip() != "not slow":
         return
     before = os.environ.get("XLA_FLAGS")
-    os.environ["XLA_FLAGS"] = " ".join(filter(None, [before, "--xla_backend_optimization_level=0"]))
+    os.environ["XLA_FLAGS"] = " ".join(filter(None, [before, *FAST_TIER_XLA_FLAGS]))
     jax.devices()
     if before is None:
         del os.environ["XLA_FLAGS"]

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import _helpers
 import geomlearn
 from geomlearn import (
     PositionalEncoding,
@@ -33,6 +34,8 @@ from geomlearn import (
 from geomlearn.geometry import jacobian, volume_residual
 from geomlearn.layers import _linalg, _vp_attention
 from geomlearn.models import AbstractFeedForwardIntegrator, AbstractTransformerIntegrator
+
+from _helpers import draw
 
 WINDOW_LENGTHS = (1, 2, 3, 5, 8)
 DIMS = (2, 3, 4, 6)
@@ -62,20 +65,23 @@ def n_params(module) -> int:
     return sum(int(leaf.size) for leaf in leaves)
 
 
+def shape_of(cls, *args, **kwargs):
+    """The skeleton of `cls(*args, **kwargs)` (shapes only, no initialiser run): what
+    `randomize` fills with random parameters."""
+    return eqx.filter_eval_shape(cls, *args, **kwargs)
+
+
 def randomize(module, key, scale=0.5):
-    """Redraw every parameter leaf from N(0, scale^2): "random parameters"."""
-    params, static = eqx.partition(module, eqx.is_inexact_array)
-    leaves, treedef = jax.tree_util.tree_flatten(params)
-    keys = jax.random.split(key, max(len(leaves), 1))
-    new = [scale * jax.random.normal(k, leaf.shape, leaf.dtype) for k, leaf in zip(keys, leaves)]
-    return eqx.combine(jax.tree_util.tree_unflatten(treedef, new), static)
+    """Redraw every parameter leaf from N(0, scale^2): "random parameters" (NumPy draws
+    seeded by `key`; `module` may be a skeleton from `shape_of`)."""
+    return _helpers.randomize(module, np.random.default_rng(np.asarray(key).ravel().tolist()), scale)
 
 
 def with_encoding(model):
     """The same transformer (same parameters) with the encoding in front (`"input"`)."""
     config = {**model.config(), "positional_encoding": "input"}
     skeleton_params, static = eqx.partition(
-        type(model)(**config, key=jax.random.PRNGKey(0)), eqx.is_inexact_array
+        shape_of(type(model), **config, key=jax.random.PRNGKey(0)), _helpers.is_parameter
     )
     leaves = jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
     treedef = jax.tree_util.tree_structure(skeleton_params)
@@ -87,7 +93,7 @@ def structure_tol(dtype, tol):
 
 
 def random_skew(key, T, scale, dtype=jnp.float64):
-    X = scale * jax.random.normal(key, (T, T), dtype)
+    X = draw(key, (T, T), dtype, scale)
     return X - X.T
 
 
@@ -152,9 +158,9 @@ def test_triangular_matrix_and_parameter_count(cls, key):
 @pytest.mark.parametrize("cls", LAYERS)
 def test_layer_formula_and_rows(cls, key):
     d = 4
-    layer = randomize(cls(d, "tanh", key=key()), key())
-    linear = randomize(cls(d, key=key()), key())
-    x = np.asarray(jax.random.normal(key(), (d,)))
+    layer = randomize(shape_of(cls, d, "tanh", key=key()), key())
+    linear = randomize(shape_of(cls, d, key=key()), key())
+    x = np.asarray(draw(key(), (d,)))
     W, b = np.asarray(layer.matrix()), np.asarray(layer.bias)
     np.testing.assert_allclose(layer(jnp.asarray(x)), x + np.tanh(W @ x + b), rtol=0, atol=1e-14)
     np.testing.assert_allclose(
@@ -163,7 +169,7 @@ def test_layer_formula_and_rows(cls, key):
     Wl, bl = np.asarray(linear.matrix()), np.asarray(linear.bias)
     np.testing.assert_allclose(linear(jnp.asarray(x)), x + Wl @ x + bl, rtol=0, atol=1e-14)
     # A window is mapped row by row.
-    Z = np.asarray(jax.random.normal(key(), (5, d)))
+    Z = np.asarray(draw(key(), (5, d)))
     expected = Z + 0.5 * np.tanh(Z @ W.T + b[None, :])
     np.testing.assert_allclose(layer(jnp.asarray(Z), 0.5), expected, rtol=0, atol=1e-14)
 
@@ -176,7 +182,7 @@ def test_layers_preserve_volume(dtype, key, tol):
         for _ in range(2):  # several parameter draws and points
 
             def make(cls, activation):
-                layer = cls(d, activation, key=key(), dtype=dtype)
+                layer = shape_of(cls, d, activation, key=key(), dtype=dtype)
                 return randomize(layer, key(), scale=1.0)
 
             maps = (
@@ -188,9 +194,9 @@ def test_layers_preserve_volume(dtype, key, tol):
                 WithStep(make(VolumePreservingLowerLayer, "tanh"), h),
                 WithStep(make(VolumePreservingUpperLayer, None), h),
             )
-            assert jnp.all(residuals(maps, jax.random.normal(key(), (d,), dtype)) <= bound)
+            assert jnp.all(residuals(maps, draw(key(), (d,), dtype)) <= bound)
             if d == 3:  # a window: each row is mapped
-                Z = jax.random.normal(key(), (5, d), dtype)
+                Z = draw(key(), (5, d), dtype)
                 assert jnp.all(residuals(maps, Z) <= bound)
 
 
@@ -198,9 +204,9 @@ def test_dense_shear_is_a_negative_control(key):
     # The same shear with a dense matrix (diagonal and both triangles) is not volume-
     # preserving: the residual test can fail.
     d = 3
-    W = jax.random.normal(key(), (d, d))
-    b = jax.random.normal(key(), (d,))
-    x = jax.random.normal(key(), (d,))
+    W = draw(key(), (d, d))
+    b = draw(key(), (d,))
+    x = draw(key(), (d,))
     shear_residual = fast_jit(lambda W, x: volume_residual(lambda v: v + jnp.tanh(W @ v + b), x))
     assert shear_residual(W, x) > 1e-3
     # ... while keeping only the strict lower triangle restores it.
@@ -217,12 +223,12 @@ def test_layer_inverse_round_trip(dtype, key):
     cases = [(1, 1), (6, 2)] if np.dtype(dtype) == np.float64 else [(3, 4)]
     for d, T in cases:
         layers = tuple(
-            randomize(cls(d, act, key=key(), dtype=dtype), key(), scale=1.0)
+            randomize(shape_of(cls, d, act, key=key(), dtype=dtype), key(), scale=1.0)
             for cls in LAYERS
             for act in (None, "tanh")
         )
         shape = (d,) if T == 1 else (T, d)
-        x = jax.random.normal(key(), shape, dtype)
+        x = draw(key(), shape, dtype)
         for h in (1.0, -0.8):
             for back, forth, y in _layer_round_trips(layers, x, jnp.asarray(h, dtype)):
                 assert back.dtype == dtype and back.shape == x.shape
@@ -231,21 +237,21 @@ def test_layer_inverse_round_trip(dtype, key):
                 if d > 1:
                     assert float(jnp.max(jnp.abs(y - x))) > 1e-3  # not the identity
     # Eagerly with h=None, and (jitted) the fori_loop path of a large layer.
-    layer = randomize(VolumePreservingUpperLayer(3, "tanh", key=key(), dtype=dtype), key())
-    x = jax.random.normal(key(), (2, 3), dtype)
+    layer = randomize(shape_of(VolumePreservingUpperLayer, 3, "tanh", key=key(), dtype=dtype), key())
+    x = draw(key(), (2, 3), dtype)
     np.testing.assert_allclose(layer.inverse(layer(x)), x, rtol=0, atol=close)
     if np.dtype(dtype) == np.float64:
-        layer = randomize(VolumePreservingLowerLayer(20, "tanh", key=key()), key())
-        x = jax.random.normal(key(), (2, 20))
+        layer = randomize(shape_of(VolumePreservingLowerLayer, 20, "tanh", key=key()), key())
+        x = draw(key(), (2, 20))
         for back in _round_trip(layer, x):
             np.testing.assert_allclose(back, x, rtol=0, atol=10 * close)
 
 
 @pytest.mark.parametrize("cls", LAYERS)
 def test_layer_jit_vmap_grad_dtype(cls, dtype, key, tol):
-    layer = randomize(cls(4, "tanh", key=key(), dtype=dtype), key())
-    X = jax.random.normal(key(), (5, 4), dtype)
-    eager = jnp.stack([layer(x) for x in X])
+    layer = randomize(shape_of(cls, 4, "tanh", key=key(), dtype=dtype), key())
+    X = draw(key(), (5, 4), dtype)
+    eager = jnp.stack([layer(jnp.asarray(x)) for x in np.asarray(X)])  # rows sliced on the host
     assert eager.dtype == dtype
     np.testing.assert_allclose(eqx.filter_jit(layer)(X[0]), eager[0], rtol=0, atol=tol(dtype))
     np.testing.assert_allclose(jax.vmap(layer)(X), eager, rtol=0, atol=tol(dtype))
@@ -301,7 +307,7 @@ def test_cayley_closed_form_matches_solve(key):
     for T in (1, 2, 3):
         for scale in (1e-3, 0.3, 1.0, 5.0, 100.0):
             C = random_skew(key(), T, scale)
-            Z = jax.random.normal(key(), (T, 3))
+            Z = draw(key(), (T, 3))
             closed, solved, applied = _cayley_both_ways(C, Z)
             np.testing.assert_allclose(closed, solved, rtol=0, atol=1e-13)
             # The closed form is orthogonal to rounding for every size of C.
@@ -315,7 +321,7 @@ def test_cayley_closed_form_matches_solve(key):
 def test_cayley_closed_form_gradient_matches_solve(key):
     for T in (2, 3):
         C0 = random_skew(key(), T, 0.7)
-        R = jax.random.normal(key(), (T, T))
+        R = draw(key(), (T, T))
 
         def loss(X, method):
             return jnp.sum(_linalg.cayley(X - X.T, method) * R)
@@ -368,10 +374,10 @@ _attention_parts = fast_jit(
 def test_lambda_is_orthogonal_with_det_one(key):
     for T in (1, 2, 3, 4, 6):  # closed form up to 3, solve above
         atts = tuple(
-            randomize(VolumePreservingAttention(3, weighting=w, key=key()), key(), 1.0)
+            randomize(shape_of(VolumePreservingAttention, 3, weighting=w, key=key()), key(), 1.0)
             for w in ("skew", "arbitrary")
         )
-        Z = jax.random.normal(key(), (T, 3))
+        Z = draw(key(), (T, 3))
         for C, lam, out in _attention_parts(atts, Z):
             np.testing.assert_array_equal(C, -C.T)  # exactly skew
             np.testing.assert_allclose(lam.T @ lam, np.eye(T), rtol=0, atol=1e-13)
@@ -381,11 +387,11 @@ def test_lambda_is_orthogonal_with_det_one(key):
 
 def test_correlation_formulas(key):
     d, T = 3, 4
-    Z = np.asarray(jax.random.normal(key(), (T, d)))
-    skew = randomize(VolumePreservingAttention(d, key=key()), key(), 1.0)
+    Z = np.asarray(draw(key(), (T, d)))
+    skew = randomize(shape_of(VolumePreservingAttention, d, key=key()), key(), 1.0)
     A = np.asarray(skew.matrix())
     np.testing.assert_allclose(skew.correlation(jnp.asarray(Z)), Z @ A @ Z.T, atol=1e-14)
-    arb = randomize(VolumePreservingAttention(d, weighting="arbitrary", key=key()), key(), 1.0)
+    arb = randomize(shape_of(VolumePreservingAttention, d, weighting="arbitrary", key=key()), key(), 1.0)
     A = np.asarray(arb.weight)
     C = np.zeros((T, T))
     for i in range(T):
@@ -404,9 +410,9 @@ def test_attention_preserves_volume(dtype, key, tol):
         shapes = [(1, 2), (3, 3), (8, 6)]
     for T, d in shapes:
         for _ in range(2):
-            att = VolumePreservingAttention(d, key=key(), dtype=dtype)
+            att = shape_of(VolumePreservingAttention, d, key=key(), dtype=dtype)
             maps = (randomize(att, key(), 0.7),)
-            res = residuals(maps, jax.random.normal(key(), (T, d), dtype))
+            res = residuals(maps, draw(key(), (T, d), dtype))
             assert res.dtype == dtype
             assert res[0] <= bound, (T, d, res)
 
@@ -425,11 +431,11 @@ def test_transformer_preserves_volume(dtype, key, tol):
     shapes = TRANSFORMER_SHAPES if np.dtype(dtype) == np.float64 else TRANSFORMER_SHAPES[4:6]
     for T, d, positional in shapes:
         for _ in range(2):  # several parameter draws and windows
-            model = VolumePreservingTransformer(
-                d, positional_encoding=positional, key=key(), dtype=dtype
+            model = shape_of(
+                VolumePreservingTransformer, d, positional_encoding=positional, key=key(), dtype=dtype
             )
             maps = (randomize(model, key(), 0.5),)
-            res = residuals(maps, jax.random.normal(key(), (T, d), dtype))
+            res = residuals(maps, draw(key(), (T, d), dtype))
             assert res[0] <= bound, (T, d, positional, res)
 
 
@@ -438,17 +444,17 @@ def test_arbitrary_weighting_does_not_preserve_volume(key):
     T >= 2 of the grid (T = 1 has C = 0), every d, every draw."""
     for T, d in [(2, 2), (3, 3), (5, 4), (8, 6)]:
         for _ in range(2):
-            att = VolumePreservingAttention(d, weighting="arbitrary", key=key())
+            att = shape_of(VolumePreservingAttention, d, weighting="arbitrary", key=key())
             maps = (randomize(att, key(), 1.0),)
-            assert residuals(maps, jax.random.normal(key(), (T, d)))[0] > 1e-3, (T, d)
+            assert residuals(maps, draw(key(), (T, d)))[0] > 1e-3, (T, d)
 
 
 def test_correlation_is_invariant_only_for_skew(key):
     # The key step of the volume-preservation proof: C(Λᵀ Z) = C(Z).
-    Z = jax.random.normal(key(), (5, 3))
-    skew = randomize(VolumePreservingAttention(3, key=key()), key(), 1.0)
+    Z = draw(key(), (5, 3))
+    skew = randomize(shape_of(VolumePreservingAttention, 3, key=key()), key(), 1.0)
     np.testing.assert_allclose(skew.correlation(skew(Z)), skew.correlation(Z), atol=1e-13)
-    arb = randomize(VolumePreservingAttention(3, weighting="arbitrary", key=key()), key(), 1.0)
+    arb = randomize(shape_of(VolumePreservingAttention, 3, weighting="arbitrary", key=key()), key(), 1.0)
     diff = jnp.max(jnp.abs(arb.correlation(arb(Z)) - arb.correlation(Z)))
     assert float(diff) > 1e-3
 
@@ -459,8 +465,8 @@ _attention_round_trip = fast_jit(lambda att, Z: (att.inverse(att(Z)), att(att.in
 def test_attention_inverse(dtype, key):
     close = 1e-12 if np.dtype(dtype) == np.float64 else 1e-5
     for T in (1, 3, 6):
-        att = randomize(VolumePreservingAttention(3, key=key(), dtype=dtype), key(), 0.7)
-        Z = jax.random.normal(key(), (T, 3), dtype)
+        att = randomize(shape_of(VolumePreservingAttention, 3, key=key(), dtype=dtype), key(), 0.7)
+        Z = draw(key(), (T, 3), dtype)
         back, forth = _attention_round_trip(att, Z)
         np.testing.assert_allclose(back, Z, rtol=0, atol=close)
         np.testing.assert_allclose(forth, Z, rtol=0, atol=close)
@@ -470,24 +476,24 @@ def test_attention_inverse(dtype, key):
 
 
 def test_skew_attention_is_permutation_equivariant(key):
-    att = randomize(VolumePreservingAttention(3, key=key()), key(), 1.0)
+    att = randomize(shape_of(VolumePreservingAttention, 3, key=key()), key(), 1.0)
     for T in (3, 5):
-        Z = jax.random.normal(key(), (T, 3))
-        perm = np.asarray(jax.random.permutation(key(), T))
+        Z = draw(key(), (T, 3))
+        perm = np.random.default_rng(np.asarray(key()).ravel().tolist()).permutation(T)
         np.testing.assert_allclose(call(att, Z[perm]), call(att, Z)[perm], rtol=0, atol=1e-13)
 
 
 def test_attention_jit_vmap_grad_dtype(dtype, key, tol):
-    att = randomize(VolumePreservingAttention(3, key=key(), dtype=dtype), key(), 0.7)
-    Zs = jax.random.normal(key(), (2, 3, 3), dtype)
-    eager = jnp.stack([att(Z) for Z in Zs])
+    att = randomize(shape_of(VolumePreservingAttention, 3, key=key(), dtype=dtype), key(), 0.7)
+    Zs = draw(key(), (2, 3, 3), dtype)
+    eager = jnp.stack([att(jnp.asarray(Z)) for Z in np.asarray(Zs)])
     assert eager.dtype == dtype
     atol = 10 * tol(dtype)
     np.testing.assert_allclose(eqx.filter_jit(att)(Zs[0]), eager[0], rtol=0, atol=atol)
     np.testing.assert_allclose(jax.vmap(att)(Zs), eager, rtol=0, atol=atol)
     loss = fast_jit(lambda m, Z: eqx.filter_grad(lambda f: jnp.sum(jnp.sin(f(Z))))(m))
     for T in (3, 4):  # the closed form and the solve path
-        assert_finite_nonzero_grads(loss(att, jax.random.normal(key(), (T, 3), dtype)))
+        assert_finite_nonzero_grads(loss(att, draw(key(), (T, 3), dtype)))
     other = other_dtype(dtype)
     assert att(Zs[0].astype(other)).dtype == other
 
@@ -518,7 +524,7 @@ def test_weighting_is_an_object_chosen_once(weighting, cls, key):
     assert by_name.weighting == by_object.weighting == weighting
     assert by_name.scheme == by_object.scheme and hash(by_name.scheme) == hash(by_object.scheme)
     np.testing.assert_array_equal(by_name.weight, by_object.weight)
-    Z = jax.random.normal(key(), (4, 3))
+    Z = draw(key(), (4, 3))
     np.testing.assert_array_equal(by_name(Z), by_object(Z))
     model = VolumePreservingTransformer(3, weighting=weighting, key=k)
     assert isinstance(model.scheme, cls) and model.weighting == weighting
@@ -585,7 +591,7 @@ def test_feedforward_preserves_volume(dtype, key, tol):
         for _ in range(2):
 
             def make(**kwargs):
-                model = VolumePreservingFeedForward(d, key=key(), dtype=dtype, **kwargs)
+                model = shape_of(VolumePreservingFeedForward, d, key=key(), dtype=dtype, **kwargs)
                 # Scale 0.5: with larger random weights the 14 shears of dim 6 reach
                 # Jacobian condition numbers of 1e5 and more, and the rounding of the
                 # computed Jacobian alone then moves its determinant by more than 1e-12.
@@ -593,17 +599,17 @@ def test_feedforward_preserves_volume(dtype, key, tol):
 
             model = make(n_blocks=2, n_linear=2)
             maps = (model, WithStep(model, jnp.asarray(0.25, dtype)), make(init_upper=True))
-            assert jnp.all(residuals(maps, jax.random.normal(key(), (d,), dtype)) <= bound)
+            assert jnp.all(residuals(maps, draw(key(), (d,), dtype)) <= bound)
             if d == 3:  # a window: each row is mapped
-                Z = jax.random.normal(key(), (3, d), dtype)
+                Z = draw(key(), (3, d), dtype)
                 assert jnp.all(residuals(maps, Z) <= bound)
 
 
 def test_feedforward_equals_its_layers(key):
     # The call composes runs of linear layers into one affine map; same function.
-    model = randomize(VolumePreservingFeedForward(4, n_blocks=2, n_linear=3, key=key()), key())
+    model = randomize(shape_of(VolumePreservingFeedForward, 4, n_blocks=2, n_linear=3, key=key()), key())
     for shape, h in [((4,), None), ((4,), 0.3), ((5, 4), None)]:
-        x = jax.random.normal(key(), shape)
+        x = draw(key(), shape)
         y = x
         for layer in model.layers:
             y = layer(y, h)
@@ -611,8 +617,8 @@ def test_feedforward_equals_its_layers(key):
 
 
 def test_feedforward_step_size(key):
-    model = randomize(VolumePreservingFeedForward(3, n_blocks=2, key=key()), key())
-    z = jax.random.normal(key(), (3,))
+    model = randomize(shape_of(VolumePreservingFeedForward, 3, n_blocks=2, key=key()), key())
+    z = draw(key(), (3,))
     np.testing.assert_array_equal(model(z, 0.0), z)  # h = 0 is the identity
     np.testing.assert_allclose(model(z, 1.0), model(z), rtol=0, atol=1e-15)
     assert float(jnp.max(jnp.abs(model(z, 0.5) - model(z)))) > 1e-3
@@ -622,8 +628,8 @@ def test_feedforward_step_size(key):
 
 def test_feedforward_inverse(dtype, key):
     close = 1e-12 if np.dtype(dtype) == np.float64 else 1e-5
-    model = randomize(VolumePreservingFeedForward(3, n_blocks=3, key=key(), dtype=dtype), key())
-    Z = jax.random.normal(key(), (4, 3), dtype)  # a window, row by row
+    model = randomize(shape_of(VolumePreservingFeedForward, 3, n_blocks=3, key=key(), dtype=dtype), key())
+    Z = draw(key(), (4, 3), dtype)  # a window, row by row
     for h in (jnp.asarray(1.0, dtype), jnp.asarray(0.4, dtype)):
         back, forth = _round_trip(model, Z, h)
         np.testing.assert_allclose(back, Z, rtol=0, atol=close)
@@ -654,10 +660,11 @@ def test_feedforward_is_an_integrator_with_config(key):
 
 
 def test_feedforward_jit_vmap_grad_dtype(dtype, key, tol):
-    model = randomize(VolumePreservingFeedForward(3, n_blocks=2, key=key(), dtype=dtype), key())
-    X = jax.random.normal(key(), (3, 3), dtype)
+    model = randomize(shape_of(VolumePreservingFeedForward, 3, n_blocks=2, key=key(), dtype=dtype), key())
+    X = draw(key(), (3, 3), dtype)
     hs = jnp.linspace(0.1, 1.0, 3, dtype=dtype)
-    eager = jnp.stack([model(x, h) for x, h in zip(X, hs)])  # a Python loop, eagerly
+    # a Python loop, eagerly (rows sliced on the host)
+    eager = jnp.stack([model(jnp.asarray(x), jnp.asarray(h)) for x, h in zip(np.asarray(X), np.asarray(hs))])
     assert eager.dtype == dtype
     atol = 10 * tol(dtype)
     # jit and vmap at once, against the eager loop.
@@ -703,9 +710,9 @@ def test_transformer_parameter_counts_of_the_paper(key):
 
 
 def test_transformer_is_the_composition_of_its_units(key):
-    model = randomize(VolumePreservingTransformer(3, n_blocks=1, L=2, key=key()), key())
+    model = randomize(shape_of(VolumePreservingTransformer, 3, n_blocks=1, L=2, key=key()), key())
     assert len(model.attention) == len(model.feedforward) == 2
-    Z = jax.random.normal(key(), (4, 3))
+    Z = draw(key(), (4, 3))
 
     def by_hand(m, Z):
         for att, ff in zip(m.attention, m.feedforward):
@@ -724,8 +731,8 @@ def test_deep_transformer_preserves_volume(dtype, key, tol):
     for _ in range(2):
 
         def make(**kwargs):
-            model = VolumePreservingTransformer(
-                3, n_blocks=2, n_linear=2, L=3, key=key(), dtype=dtype, **kwargs
+            model = shape_of(
+                VolumePreservingTransformer, 3, n_blocks=2, n_linear=2, L=3, key=key(), dtype=dtype, **kwargs
             )
             # Scale 0.25: 39 layers with larger random weights give Jacobian condition
             # numbers beyond 1e5, and the rounding of the computed Jacobian alone then
@@ -737,15 +744,15 @@ def test_deep_transformer_preserves_volume(dtype, key, tol):
         else:
             maps = (make(positional_encoding=True),)
         # States of unit size, as in the rigid-body data (|z| = 1).
-        Z = 0.5 * jax.random.normal(key(), (3, 3), dtype)
+        Z = 0.5 * draw(key(), (3, 3), dtype)
         assert jnp.all(residuals(maps, Z) <= bound)
 
 
 def test_transformer_arbitrary_weighting_is_a_negative_control(key):
     for T, d in [(3, 3), (8, 4)]:
-        model = VolumePreservingTransformer(d, n_blocks=1, L=2, weighting="arbitrary", key=key())
+        model = shape_of(VolumePreservingTransformer, d, n_blocks=1, L=2, weighting="arbitrary", key=key())
         maps = (randomize(model, key(), 0.5),)
-        assert residuals(maps, jax.random.normal(key(), (T, d)))[0] > 1e-3
+        assert residuals(maps, draw(key(), (T, d)))[0] > 1e-3
 
 
 @fast_jit
@@ -762,9 +769,9 @@ def _translation_check(plain, encoded, Z, P):
 def test_positional_encoding_is_a_translation(key, tol):
     # PE adds a constant: the Jacobian of the encoded model at Z is the Jacobian of the
     # plain model at Z + P, so the volume residual is unchanged.
-    plain = randomize(VolumePreservingTransformer(3, n_blocks=1, L=2, key=key()), key())
+    plain = randomize(shape_of(VolumePreservingTransformer, 3, n_blocks=1, L=2, key=key()), key())
     encoded = with_encoding(plain)
-    Z = jax.random.normal(key(), (4, 3))
+    Z = draw(key(), (4, 3))
     P = positional_encoding(4, 3, dtype=jnp.float64)
     J_enc, J_plain, r_enc, r_plain, diff = _translation_check(plain, encoded, Z, P)
     np.testing.assert_allclose(J_enc, J_plain, rtol=0, atol=tol(jnp.float64))
@@ -776,17 +783,17 @@ def test_positional_encoding_is_a_translation(key, tol):
 def test_order_is_visible_only_with_positional_encoding(key):
     """Without PE the skew transformer is permutation-equivariant along time; with PE it
     is not — which is why the positional encoding exists."""
-    plain = randomize(VolumePreservingTransformer(3, L=2, key=key()), key())
+    plain = randomize(shape_of(VolumePreservingTransformer, 3, L=2, key=key()), key())
     encoded = with_encoding(plain)
     for T in (3, 5):
-        Z = jax.random.normal(key(), (T, 3))
+        Z = draw(key(), (T, 3))
         perm = np.roll(np.arange(T), 1)  # a cyclic shift: moves every row
         np.testing.assert_allclose(call(plain, Z[perm]), call(plain, Z)[perm], rtol=0, atol=1e-12)
         assert float(jnp.max(jnp.abs(call(encoded, Z[perm]) - call(encoded, Z)[perm]))) > 1e-3
     # The arbitrary weighting reads the order through its lower triangle.
-    arbitrary = VolumePreservingTransformer(3, L=1, weighting="arbitrary", key=key())
+    arbitrary = shape_of(VolumePreservingTransformer, 3, L=1, weighting="arbitrary", key=key())
     arbitrary = randomize(arbitrary, key(), 1.0)
-    Z = jax.random.normal(key(), (5, 3))
+    Z = draw(key(), (5, 3))
     perm = np.roll(np.arange(5), 1)
     assert float(jnp.max(jnp.abs(call(arbitrary, Z[perm]) - call(arbitrary, Z)[perm]))) > 1e-3
 
@@ -795,11 +802,11 @@ def test_transformer_inverse(dtype, key, tol):
     close = 10 * tol(dtype)
     cases = [(3, False), (6, True)] if np.dtype(dtype) == np.float64 else [(4, True)]
     for T, positional in cases:  # the closed form and the solve path
-        model = VolumePreservingTransformer(
-            3, L=2, positional_encoding=positional, key=key(), dtype=dtype
+        model = shape_of(
+            VolumePreservingTransformer, 3, L=2, positional_encoding=positional, key=key(), dtype=dtype
         )
         model = randomize(model, key(), 0.3)
-        Z = jax.random.normal(key(), (T, 3), dtype)
+        Z = draw(key(), (T, 3), dtype)
         back, forth = _round_trip(model, Z)
         np.testing.assert_allclose(back, Z, rtol=0, atol=close)
         np.testing.assert_allclose(forth, Z, rtol=0, atol=close)
@@ -835,10 +842,10 @@ def test_transformer_is_an_integrator_with_config(key):
 
 
 def test_transformer_jit_vmap_grad_dtype(dtype, key, tol):
-    model = VolumePreservingTransformer(3, positional_encoding=True, key=key(), dtype=dtype)
+    model = shape_of(VolumePreservingTransformer, 3, positional_encoding=True, key=key(), dtype=dtype)
     model = randomize(model, key(), 0.5)
-    Zs = jax.random.normal(key(), (2, 4, 3), dtype)
-    eager = jnp.stack([model(Z) for Z in Zs])  # a Python loop, eagerly
+    Zs = draw(key(), (2, 4, 3), dtype)
+    eager = jnp.stack([model(jnp.asarray(Z)) for Z in np.asarray(Zs)])  # a Python loop, eagerly
     assert eager.dtype == dtype
     atol = 10 * tol(dtype)
     # jit and vmap at once, against the eager loop.
@@ -876,39 +883,41 @@ def test_public_names():
 
 def _random_params(model, key, scale=0.7):
     """Every inexact leaf replaced by N(0, scale^2) values (no special structure)."""
-    leaves, treedef = jax.tree_util.tree_flatten(model)
-    keys = iter(jax.random.split(key, len(leaves)))
-    new = [
-        scale * jax.random.normal(next(keys), leaf.shape, leaf.dtype) if eqx.is_inexact_array(leaf) else leaf
-        for leaf in leaves
-    ]
-    return jax.tree_util.tree_unflatten(treedef, new)
+    return randomize(model, key, scale)
+
+
+@fast_jit
+def _form_check(form, model, z):
+    """The inference form and the model at `z`, the form's volume residual there and its
+    `step` without a step size, in one compiled program."""
+    return form(z), model(z), volume_residual(form, z), form.step(z, None)
 
 
 @pytest.mark.parametrize("dim, n_blocks, n_linear, init_upper", [(3, 2, 1, False), (4, 3, 2, True), (1, 1, 1, False), (6, 1, 3, False)])
 def test_feedforward_inference_form_equals_model_and_keeps_volume(dim, n_blocks, n_linear, init_upper, key):
-    model = VolumePreservingFeedForward(
-        dim, n_blocks=n_blocks, n_linear=n_linear, init_upper=init_upper, key=key(), dtype=jnp.float64
+    model = shape_of(
+        VolumePreservingFeedForward, dim, n_blocks=n_blocks, n_linear=n_linear, init_upper=init_upper, key=key(), dtype=jnp.float64
     )
     model = _random_params(model, key(), scale=1 / math.sqrt(dim))
     form = model.inference_form()
     assert type(form) is not type(model)
-    for _ in range(3):
-        z = jax.random.normal(key(), (dim,), jnp.float64)
-        np.testing.assert_allclose(form(z), model(z), rtol=1e-13, atol=1e-13)
-        assert float(volume_residual(form, z)) <= 1e-12
-        np.testing.assert_array_equal(form.step(z, None), form(z))
-    Z = jax.random.normal(key(), (5, dim), jnp.float64)  # a window: every row mapped
-    np.testing.assert_allclose(form(Z), model(Z), rtol=1e-13, atol=1e-13)
+    for _ in range(3):  # one compiled check, three points
+        z = draw(key(), (dim,), jnp.float64)
+        out, expected, res, stepped = _form_check(form, model, z)
+        np.testing.assert_allclose(out, expected, rtol=1e-13, atol=1e-13)
+        assert float(res) <= 1e-12
+        np.testing.assert_array_equal(stepped, out)
+    Z = draw(key(), (5, dim), jnp.float64)  # a window: every row mapped
+    np.testing.assert_allclose(form(Z), call(model, Z), rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(eqx.filter_jit(form)(Z), form(Z), rtol=1e-13, atol=1e-13)
 
 
 def test_inference_form_checks_can_fail(key):
     """Negative controls: the equality check tells a different network apart, and the
     volume check rejects a fused form whose composed affine map lost its unit diagonal."""
-    model = _random_params(VolumePreservingFeedForward(3, n_blocks=2, key=key(), dtype=jnp.float64), key())
+    model = _random_params(shape_of(VolumePreservingFeedForward, 3, n_blocks=2, key=key(), dtype=jnp.float64), key())
     other = _random_params(model, key())
-    z = jax.random.normal(key(), (3,), jnp.float64)
+    z = draw(key(), (3,), jnp.float64)
     assert not np.allclose(other.inference_form()(z), model(z), rtol=1e-13, atol=1e-13)
     form = model.inference_form()
     Mt, c = form.final
@@ -920,22 +929,22 @@ def test_inference_form_checks_can_fail(key):
 @pytest.mark.parametrize("T", [1, 2, 3, 5])
 @pytest.mark.parametrize("positional_encoding", [False, "input", "conjugate", "bias"])
 def test_transformer_inference_form_equals_model_and_keeps_volume(T, positional_encoding, key):
-    model = VolumePreservingTransformer(
-        3, n_blocks=2, L=3, positional_encoding=positional_encoding, key=key(), dtype=jnp.float64
+    model = shape_of(
+        VolumePreservingTransformer, 3, n_blocks=2, L=3, positional_encoding=positional_encoding, key=key(), dtype=jnp.float64
     )
     # Scale 0.25 as in the structure tests above: the "bias" placement adds position gains
     # to 18 layers, and larger random weights make the Jacobian ill-conditioned enough
     # that rounding alone moves its determinant past 1e-12.
     model = _random_params(model, key(), scale=0.25)
     form = model.inference_form()
-    Z = jax.random.normal(key(), (T, 3), jnp.float64)
+    Z = draw(key(), (T, 3), jnp.float64)
     np.testing.assert_allclose(form(Z), model(Z), rtol=1e-12, atol=1e-12)
     assert float(volume_residual(form, Z)) <= 1e-12
 
 
 def test_transformer_inference_form_float32_and_arbitrary_weighting(key):
     model = VolumePreservingTransformer(3, n_blocks=2, L=2, key=key(), dtype=jnp.float32)
-    Z = jax.random.normal(key(), (3, 3), jnp.float32)
+    Z = draw(key(), (3, 3), jnp.float32)
     form = model.inference_form()
     out = form(Z)
     assert out.dtype == jnp.float32
@@ -948,7 +957,7 @@ def test_transformer_inference_form_float32_and_arbitrary_weighting(key):
 def test_iterate_rollout_equals_model_iteration(key):
     """`iterate` (which rolls out the inference form) gives the model's own iterates."""
     model = VolumePreservingTransformer(3, n_blocks=2, L=3, key=key(), dtype=jnp.float64)
-    Z = 0.3 * jax.random.normal(key(), (3, 3), jnp.float64)
+    Z = 0.3 * draw(key(), (3, 3), jnp.float64)
     # few steps: a random network amplifies round-off differences quickly
     traj = geomlearn.iterate(model, Z, 3 + 3 * 5)
     window, expected = Z, [Z]
