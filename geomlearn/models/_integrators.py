@@ -34,6 +34,7 @@ __all__ = [
     "AbstractTransformerIntegrator",
     "AbstractHamiltonianModel",
     "point_pairs",
+    "step_or_field_samples",
     "point_rollout",
 ]
 
@@ -50,6 +51,25 @@ def point_pairs(model, data, task: Task, *, what: str = "data"):
     if x.ndim != 2 or x.shape[-1] != model.dim:
         raise ValueError(f"{what}: expected states of shape (M, {model.dim}), got {x.shape}")
     return x, y, task
+
+
+def step_or_field_samples(model, data, task: Task, pairs, *, what: str = "data"):
+    """`(x, y, task)` of a model trained either through a step of size `dt` or on its
+    vector field: one-step pairs of a `TrajectoryData` in the sample form `pairs` (with
+    the data's `dt`, which must equal the task's if it has one), or a tuple `(z, ż)` of
+    arrays `(M, dim)` as `VectorFieldSamples`."""
+    arrays = sample_arrays(data, what)
+    if arrays is None:
+        check_data_dim(model, data, what)
+        x, y = data.pairs()
+        dt = float(data.dt)
+        if task.dt is not None and task.dt != dt:
+            raise ValueError(f"{what} has dt={dt}, but the task has dt={task.dt}")
+        return jnp.asarray(x), jnp.asarray(y), Task(dt=dt, samples=pairs)
+    x, y = arrays
+    if x.ndim != 2 or x.shape[-1] != model.dim:
+        raise ValueError(f"{what}: expected states of shape (M, {model.dim}), got {x.shape}")
+    return x, y, Task(dt=task.dt, samples=VectorFieldSamples())
 
 
 def point_rollout(model, initial, n_points: int, task: Task):
@@ -309,18 +329,7 @@ class AbstractHamiltonianModel(AbstractPointModel):
                           "its field is integrated with the implicit midpoint rule")
 
     def training_samples(self, data, task: Task, *, what: str = "data"):
-        arrays = sample_arrays(data, what)
-        if arrays is None:
-            check_data_dim(self, data, what)
-            x, y = data.pairs()
-            dt = float(data.dt)
-            if task.dt is not None and task.dt != dt:
-                raise ValueError(f"{what} has dt={dt}, but the task has dt={task.dt}")
-            return jnp.asarray(x), jnp.asarray(y), Task(dt=dt, samples=MidpointPairs())
-        x, y = arrays
-        if x.ndim != 2 or x.shape[-1] != self.dim:
-            raise ValueError(f"{what}: expected states of shape (M, {self.dim}), got {x.shape}")
-        return x, y, Task(dt=task.dt, samples=VectorFieldSamples())
+        return step_or_field_samples(self, data, task, MidpointPairs(), what=what)
 
     def predict(self, x, task: Task):
         if task.samples.derivatives:

@@ -37,14 +37,11 @@ from ._discrete_gradient import (
     rounding_level,
     solve_step,
 )
-from ._integrators import AbstractPointModel
+from ._integrators import AbstractPointModel, step_or_field_samples
 from ._task import (
     Pairs,
     Task,
-    VectorFieldSamples,
-    check_data_dim,
     require_dt,
-    sample_arrays,
     step_size_task,
 )
 
@@ -321,18 +318,7 @@ class PortHamiltonianNN(AbstractPointModel):
     def training_samples(self, data, task: Task, *, what: str = "data"):
         """One-step pairs of a `TrajectoryData` (predicted by the step with the data's
         `dt`), or a tuple `(z, ż)` of arrays `(M, dim)` (vector-field regression)."""
-        arrays = sample_arrays(data, what)
-        if arrays is None:
-            check_data_dim(self, data, what)
-            x, y = data.pairs()
-            dt = float(data.dt)
-            if task.dt is not None and task.dt != dt:
-                raise ValueError(f"{what} has dt={dt}, but the task has dt={task.dt}")
-            return jnp.asarray(x), jnp.asarray(y), Task(dt=dt, samples=Pairs())
-        x, y = arrays
-        if x.ndim != 2 or x.shape[-1] != self.dim:
-            raise ValueError(f"{what}: expected states of shape (M, {self.dim}), got {x.shape}")
-        return x, y, Task(dt=task.dt, samples=VectorFieldSamples())
+        return step_or_field_samples(self, data, task, Pairs(), what=what)
 
     def state_field(self, state):
         """The time derivative of a state `(dim,)` (with $\\dot t = 1$ when it carries the time)."""
