@@ -387,7 +387,7 @@ def test_sympnets_pendulum_quick(quick_runs):
 def test_dissipation_quick(quick_runs):
     payload, _ = _quick(quick_runs, "dissipation")
     rows = {r["name"]: r for r in payload["results"]["pendulum"]}
-    assert set(rows) == {"ConformalSympNet", "GSympNet", "ResNet (MLP)"}
+    assert set(rows) == {"ConformalSympNet", "GSympNet", "ResNet (MLP)", "ResNet (MLP, 32 × 3)"}
     assert rows["ConformalSympNet"]["gamma"] >= 0
     (duffing,) = payload["results"]["duffing"]
     assert duffing["r_small"] >= -1e-12 and duffing["balance"] < 1e-10  # R ⪰ 0, exact balance

@@ -14,7 +14,7 @@ from _helpers import randomize
 import geomlearn as gl
 from geomlearn.geometry import conformal_symplecticity_residual, symplecticity_residual
 from geomlearn.integrators import step
-from geomlearn.models import Task, _discrete_gradient
+from geomlearn.models import Pairs, StepResiduals, Task, _discrete_gradient
 from geomlearn.structures import structure_named
 from geomlearn.systems import DampedPendulum, Duffing, ForcedMassSpring
 
@@ -230,6 +230,38 @@ def test_the_step_converges_near_an_equilibrium_whatever_constant_the_energy_car
     assert np.all(gap < 1e-6), gap  # the constant's rounding: ε·544·h / (|Δ|·|x|) ≤ 4e-7
     assert np.all(np.asarray(balance) < 1e-13)
 
+
+@eqx.filter_jit
+def _residual_predictions(model, pairs, dt):
+    return jax.vmap(lambda s: model.predict(s, Task(dt=dt, samples=StepResiduals())))(pairs)
+
+
+def test_training_on_the_step_residual_predicts_the_solved_step_at_a_solved_pair(phnn_models):
+    """`sample_form="step_residual"` trains on the step's equation at the data's pair: at
+    a pair the discrete-gradient step produced, its prediction is that step's end (a zero
+    residual); at any other pair it is not, and its error is the residual of the step's
+    equation there."""
+    for model in phnn_models:
+        rng = np.random.default_rng(model.dim + 10)
+        x = jnp.asarray(rng.normal(size=(3, model.phase_dim)))
+        t = jnp.asarray([0.0, 0.4, 1.3])
+        y = jax.vmap(lambda a, s: model.discrete_gradient_step(a, 0.1, t=s))(x, t)
+        before, after = jnp.column_stack([x, t]), jnp.column_stack([y, t + 0.1])
+        solved = _residual_predictions(model, jnp.stack([before, after], axis=1), 0.1)
+        np.testing.assert_allclose(solved, after, rtol=0, atol=1e-14)
+        # negative control: a pair off the step is predicted elsewhere, by its residual
+        off = after.at[:, 0].add(1e-3)
+        moved = np.asarray(_residual_predictions(model, jnp.stack([before, off], axis=1), 0.1))
+        assert np.min(np.abs(moved[:, 0] - np.asarray(off[:, 0]))) > 1e-4
+    data = gl.datasets.forced_mass_spring(jax.random.PRNGKey(0), n_trajectories=2, n_steps=5,
+                                          dtype=jnp.float64)
+    model = phnn_models[1]  # (q, p, t): the forced mass spring's state
+    x, y, task = model.training_samples(data, model.task())
+    assert task.samples == StepResiduals() and task.dt == data.dt
+    np.testing.assert_array_equal(x[:, 1], y)
+    np.testing.assert_array_equal(x[:, 0], data.pairs()[0])
+
+
 def test_port_hamiltonian_options_are_checked():
     k = jax.random.PRNGKey(0)
     with pytest.raises(ValueError, match="forcing"):
@@ -240,6 +272,9 @@ def test_port_hamiltonian_options_are_checked():
         gl.PortHamiltonianNN(4, width=2, depth=1, forcing="time", key=k)  # even with forcing
     with pytest.raises(ValueError, match="dt"):
         gl.PortHamiltonianNN(2, width=2, depth=1, key=k).step(jnp.zeros(2), Task())
+    with pytest.raises(ValueError, match="sample_form must be one of"):
+        gl.PortHamiltonianNN(2, width=2, depth=1, key=k, sample_form="windows")
+    assert gl.PortHamiltonianNN(2, width=2, depth=1, key=k, sample_form=Pairs()).sample_form == "pairs"
 
 
 def test_the_command_line_lists_the_systems_and_what_the_models_keep(capsys):
@@ -268,12 +303,13 @@ def test_levenberg_marquardt_recovers_the_damping_of_the_damped_pendulum():
 
 
 @pytest.mark.slow
-def test_a_port_hamiltonian_network_learns_the_forced_mass_spring():
+@pytest.mark.parametrize("sample_form", ["step_residual", "pairs"])
+def test_a_port_hamiltonian_network_learns_the_forced_mass_spring(sample_form):
     system = ForcedMassSpring()
     data = gl.datasets.forced_mass_spring(jax.random.PRNGKey(0), n_trajectories=6, n_steps=100,
                                           dtype=jnp.float64)
     model = gl.PortHamiltonianNN(3, width=12, depth=2, forcing="time", key=jax.random.PRNGKey(1),
-                                 dtype=jnp.float64)
+                                 sample_form=sample_form, dtype=jnp.float64)
     # Adam first, Levenberg–Marquardt from there (LM alone stalls far from the data)
     model, first = gl.fit(model, data, optimizer=optax.adam(3e-3), epochs=150, batch_size=100,
                           key=jax.random.PRNGKey(2), progress=False)

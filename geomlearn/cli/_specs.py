@@ -103,9 +103,11 @@ class ModelSpec:
 
     def prepare(self, model, task, sample, data):
         """The model to train on `data` (a `TrajectoryData`), after checking that it can
-        be used on a training sample like `sample`: an integrator must have a one-step
-        map (`TypeError` otherwise)."""
-        jax.eval_shape(lambda z: model.step(z, task), sample)
+        be iterated on a state of the training samples' dtype: an integrator must have a
+        one-step map (`TypeError` otherwise). (A sample is not always a state: a
+        port-Hamiltonian network's is a pair of states.)"""
+        state = jax.ShapeDtypeStruct(model.state_shape(task), sample.dtype)
+        jax.eval_shape(lambda z: model.step(z, task), state)
         return model
 
     def trainer(self, model, n_samples: int, *, batch_size=None, **options):

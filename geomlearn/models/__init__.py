@@ -29,6 +29,7 @@ from ._task import (
     MidpointPairs,
     Pairs,
     Snapshots,
+    StepResiduals,
     Task,
     VectorFieldSamples,
     Windows,

@@ -10,6 +10,7 @@ prediction window, time step) and the **sample form**: what one training sample
 | `Pairs` | `"pairs"` | one-step pairs $(z_t, z_{t+1})$ |
 | `Windows` | `"windows"` | windows $(Z_t, Z_{t+pw})$ of `T` consecutive states |
 | `MidpointPairs` | `"midpoint"` | one-step pairs, predicted by an implicit-midpoint step |
+| `StepResiduals` | `"step_residual"` | one-step pairs stacked as the input `(2, dim)`: the equation of an implicit step at the pair, no solve |
 | `VectorFieldSamples` | `"vector_field"` | $(z, \dot z)$: states and their time derivatives |
 | `Accelerations` | `"acceleration"` | $((q, \dot q), \ddot q)$: states and accelerations |
 | `Snapshots` | `"snapshots"` | $(z, z)$: a state and itself (reconstruction) |
@@ -27,6 +28,7 @@ __all__ = [
     "Pairs",
     "Windows",
     "MidpointPairs",
+    "StepResiduals",
     "VectorFieldSamples",
     "Accelerations",
     "Snapshots",
@@ -75,6 +77,17 @@ class MidpointPairs(AbstractSamples):
     derivatives: ClassVar[bool] = False
 
 
+class StepResiduals(AbstractSamples):
+    r"""One-step pairs stacked as the input, $x = (z_t, z_{t+1})$ `(2, dim)`, with the
+    target $z_{t+1}$: a model whose step solves an implicit equation
+    $z_{t+1} = z_t + h\,\bar f(z_t, z_{t+1})$ predicts its right-hand side at the data's
+    pair, so the loss is the squared residual of the step's equation and training
+    needs no solve (and no differentiation through one)."""
+
+    name: ClassVar[str] = "step_residual"
+    derivatives: ClassVar[bool] = False
+
+
 class VectorFieldSamples(AbstractSamples):
     r"""States and their time derivatives $(z, \dot z)$."""
 
@@ -99,7 +112,8 @@ class Snapshots(AbstractSamples):
 
 _BY_NAME: dict[str, AbstractSamples] = {
     form.name: form
-    for form in (Pairs(), Windows(), MidpointPairs(), VectorFieldSamples(), Accelerations(), Snapshots())
+    for form in (Pairs(), Windows(), MidpointPairs(), StepResiduals(), VectorFieldSamples(), Accelerations(),
+                 Snapshots())
 }
 
 #: The names of the sample forms.
