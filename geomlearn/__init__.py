@@ -7,11 +7,12 @@ around them to learn integrators from phase-space trajectories.
 This module is the façade: it re-exports the public names of the subpackages, which are
 layered so that imports only point down (see the architecture page of the docs):
 leaf helpers → geometry, structures, manifolds, systems, integrators, data, datasets,
-second_order, reduction → layers → models → rollout, evaluation, training, io →
+second_order, reduction, cotangent_lift → layers → models → rollout, evaluation, training, io →
 plotting → cli.
 """
 
 from . import (
+    cotangent_lift as cotangent_lift,
     data as data,
     datasets as datasets,
     evaluation as evaluation,
@@ -29,6 +30,10 @@ from . import (
     training as training,
 )
 from ._version import __version__ as __version__
+from .cotangent_lift import (
+    ManifoldCotangentLift as ManifoldCotangentLift,
+    manifold_cotangent_lift as manifold_cotangent_lift,
+)
 from .data import TrajectoryData as TrajectoryData
 from .evaluation import (
     Evaluation as Evaluation,
@@ -119,7 +124,7 @@ from .training import (
 )
 
 _SUBPACKAGES = ["geometry", "structures", "layers", "models", "systems", "integrators",
-                "datasets", "manifolds", "reduction"]
+                "datasets", "manifolds", "reduction", "cotangent_lift"]
 
 __all__ = _SUBPACKAGES + sorted(
     name for name in dir() if not name.startswith("_") and name not in _SUBPACKAGES

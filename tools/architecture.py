@@ -9,7 +9,7 @@ The layering (imports only point down; within a layer, any acyclic import is all
 
     0  leaf helpers       geomlearn/_*.py
     1  foundations        geometry, manifolds, systems, integrators, data, datasets,
-                          second_order, reduction
+                          second_order, reduction, cotangent_lift
     2  layers             geomlearn/layers/
     3  models             geomlearn/models/
     4  pipeline           rollout, evaluation, training, io
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 
 LAYERS = {
     "geometry": 1, "manifolds": 1, "systems": 1, "integrators": 1, "data": 1,
-    "datasets": 1, "second_order": 1, "reduction": 1, "structures": 1,
+    "datasets": 1, "second_order": 1, "reduction": 1, "cotangent_lift": 1, "structures": 1,
     "layers": 2,
     "models": 3,
     "rollout": 4, "evaluation": 4, "training": 4, "io": 4,
