@@ -54,16 +54,9 @@ import numpy as np
 from ._typing import Array, Float
 from ._validation import check_int
 from .reduction import AbstractReduction, proper_symplectic_decomposition
+from .reduction import _check_vector as _check_point
 
 __all__ = ["ManifoldCotangentLift", "manifold_cotangent_lift"]
-
-
-def _check_point(name, z, size):
-    if z.shape != (size,):
-        raise ValueError(
-            f"{name}: expected one point of shape ({size},), got {z.shape} (use jax.vmap "
-            "for a batch)"
-        )
 
 
 def _bump_centres(n_features: int, dtype):
