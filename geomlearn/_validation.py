@@ -109,3 +109,12 @@ def check_time_step(dt) -> float:
     if not math.isfinite(value) or value <= 0.0:
         raise ValueError(f"dt must be a finite number > 0, got {value}")
     return value
+
+
+def check_point(name: str, z, size: int) -> None:
+    """Single-sample check: ``z`` must be one point of shape ``(size,)``."""
+    if z.shape != (size,):
+        raise ValueError(
+            f"{name}: expected one point of shape ({size},), got {z.shape} (use jax.vmap "
+            "for a batch)"
+        )

@@ -52,9 +52,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._typing import Array, Float
-from ._validation import check_int
+from ._validation import check_int, check_point
 from .reduction import AbstractReduction, proper_symplectic_decomposition
-from .reduction import _check_vector as _check_point
 
 __all__ = ["ManifoldCotangentLift", "manifold_cotangent_lift"]
 
@@ -138,7 +137,7 @@ class ManifoldCotangentLift(AbstractReduction):
 
     def encode(self, z: Float[Array, " 2N"]) -> Float[Array, " 2n"]:
         r"""$(\Phi^\top (q - \bar q),\ Df(Q)^\top (p - \bar p))$ for one state `z = (q, p)`."""
-        _check_point("ManifoldCotangentLift.encode", z, self.full_dim)
+        check_point("ManifoldCotangentLift.encode", z, self.full_dim)
         N = self.full_dim // 2
         ref = self.reference.astype(z.dtype)
         Q = self.basis.astype(z.dtype).T @ (z[:N] - ref[:N])
@@ -149,7 +148,7 @@ class ManifoldCotangentLift(AbstractReduction):
 
         The bend $b$ is orthogonal to $\Phi$, so $Df^\top Df = I + |b|^2 e_1 e_1^\top$
         and its inverse scales $P_1$ by $1 / (1 + |b|^2)$: no linear solve."""
-        _check_point("ManifoldCotangentLift.decode", y, self.reduced_dim)
+        check_point("ManifoldCotangentLift.decode", y, self.reduced_dim)
         n, N = self.reduced_dim // 2, self.full_dim // 2
         Q, P = y[:n], y[n:]
         q, D, bend = self._positions_and_jacobian(Q)

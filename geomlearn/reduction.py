@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._typing import Array, Float, Point, Scalar
-from ._validation import check_int
+from ._validation import check_int, check_point
 from .geometry import symplectic_matrix
 from .systems import AbstractHamiltonianSystem, AbstractSystem
 
@@ -88,14 +88,6 @@ class AbstractReduction(eqx.Module):
 
     def __call__(self, z: Point) -> Point:
         return self.decode(self.encode(z))
-
-
-def _check_vector(name, z, size):
-    if z.shape != (size,):
-        raise ValueError(
-            f"{name}: expected one point of shape ({size},), got {z.shape} (use jax.vmap "
-            "for a batch)"
-        )
 
 
 class PSD(AbstractReduction):
@@ -143,7 +135,7 @@ class PSD(AbstractReduction):
 
     def encode(self, z: Float[Array, " 2N"]) -> Float[Array, " 2n"]:
         r"""$(\Phi^\top (q - \bar q), \Phi^\top (p - \bar p))$ for one state `z = (q, p)`."""
-        _check_vector("PSD.encode", z, self.full_dim)
+        check_point("PSD.encode", z, self.full_dim)
         N = self.full_dim // 2
         Phi = self.basis.astype(z.dtype)
         z = z - self.reference.astype(z.dtype)
@@ -151,7 +143,7 @@ class PSD(AbstractReduction):
 
     def decode(self, y: Float[Array, " 2n"]) -> Float[Array, " 2N"]:
         r"""$\bar x + (\Phi \tilde q, \Phi \tilde p)$ for one reduced state `y`."""
-        _check_vector("PSD.decode", y, self.reduced_dim)
+        check_point("PSD.decode", y, self.reduced_dim)
         n = self.reduced_dim // 2
         Phi = self.basis.astype(y.dtype)
         return self.reference.astype(y.dtype) + jnp.concatenate([Phi @ y[:n], Phi @ y[n:]])
