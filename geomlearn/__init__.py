@@ -90,6 +90,7 @@ from .models import (
     LagrangianNeuralNetwork as LagrangianNeuralNetwork,
     LASympNet as LASympNet,
     LiePoissonNet as LiePoissonNet,
+    LiftedIntegrator as LiftedIntegrator,
     LinearSymplecticTransformer as LinearSymplecticTransformer,
     MultiStep as MultiStep,
     PSDLayer as PSDLayer,

@@ -48,6 +48,7 @@ on the image solves the reduced equations exactly; see
 from __future__ import annotations
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -104,7 +105,8 @@ class ManifoldCotangentLift(AbstractReduction):
             raise ValueError(f"coefficients must have shape (K, {N}) with K >= 2, got "
                              f"{coefficients.shape}")
         centre, scale = jnp.asarray(centre, basis.dtype), jnp.asarray(scale, basis.dtype)
-        if centre.shape != () or scale.shape != () or not float(scale) > 0:
+        concrete = not isinstance(scale, jax.core.Tracer)  # traced when a file is loaded
+        if centre.shape != () or scale.shape != () or (concrete and not float(scale) > 0):
             raise ValueError(f"centre and scale must be numbers, scale > 0; got {centre} and {scale}")
         self.basis, self.reference, self.centre, self.scale = basis, reference, centre, scale
         self.coefficients = coefficients - (coefficients @ basis) @ basis.T

@@ -64,7 +64,7 @@ def pytest_configure(config):
 
 
 #: Module fixtures that train through `geomlearn.cli.main`; their users are slow-tier tests.
-CLI_RUN_FIXTURES = frozenset({"pendulum_run", "autoencoder_run", "csv_run", "run"})
+CLI_RUN_FIXTURES = frozenset({"pendulum_run", "autoencoder_run", "lift_run", "csv_run", "run"})
 
 
 def pytest_collection_modifyitems(config, items):

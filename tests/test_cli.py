@@ -293,6 +293,41 @@ def test_check_fails_an_autoencoder_off_its_manifold(autoencoder_run, tmp_path, 
     assert "FAIL" in text and "immersion" in text
 
 
+@pytest.fixture(scope="module")
+def lift_run(tmp_path_factory):
+    """`geomlearn train --system toda_lattice --model cotangent-lift --x64`, 60 iterations."""
+    out = tmp_path_factory.mktemp("run") / "toda-lift"
+    rc = cli.main(["train", "--system", "toda_lattice", "--model", "cotangent-lift", "--x64",
+                   "--epochs", "60", "--out", str(out)])
+    assert rc == 0
+    return out
+
+
+def test_train_the_cotangent_lift_writes_a_reduction_run_that_predicts(lift_run, capsys):
+    """The lift (fitted in closed form) and its latent GSympNet (trained alone): the
+    reduction run's files and metrics, the issue's accuracy goals at 2n = 2, the latent
+    rollout's metrics, and `evaluate`/`check` on the run."""
+    out = lift_run
+    run = strict_json(out / "run.json")
+    assert (run["model"], run["model_class"]) == ("cotangent-lift", "LiftedIntegrator")
+    assert "latent GSympNet alone" in run["trainer"] and run["epochs"] == 60
+    model = gl.load(out / "model.geomlearn")
+    assert isinstance(model, gl.LiftedIntegrator) and model.stride == 8
+    assert float(jnp.max(jnp.abs(model.lift.coefficients))) > 0  # fitted, not the placeholder
+    m = strict_json(out / "metrics.json")
+    for key in ("reduction_error_mean", "reduction_error_max", "psd_reduction_error_mean",
+                "psd_reduction_error_max", "code_loop_action", "full_action", "online_speedup",
+                "latent_error_mean", "latent_online_speedup", "latent_online_speedup_every"):
+        assert m[key] is not None and m[key] > 0, key
+    assert m["reduction_error_mean"] < 0.5 * m["psd_reduction_error_mean"]
+    assert abs(m["code_loop_action"] - m["full_action"]) < 0.1 * m["full_action"]
+    assert (m["latent_stride"], m["latent_steps"], m["epochs"]) == (8, 1000, 60)
+    assert m["immersion_passed"] is True
+    assert cli.main(["evaluate", str(out)]) == 0
+    assert "latent integrator" in capsys.readouterr().out
+    assert cli.main(["check", str(out), "--points", "4"]) == 0
+
+
 @pytest.mark.slow  # builds the 400-dimensional Toda data through the command line
 def test_autoencoder_usage_errors(tmp_path, capsys):
     argv = ["train", "--system", "toda_lattice", "--model", "symplectic-autoencoder",

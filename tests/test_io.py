@@ -50,6 +50,8 @@ CASES = {
     "ReducedIntegrator": lambda k: gl.ReducedIntegrator(
         8, 2, n_layers=2, width=3, autoencoder_width=3, n_encoder_blocks=1, key=k
     ),
+    "LiftedIntegrator": lambda k: gl.LiftedIntegrator(8, 2, n_features=3, stride=2, n_layers=2, width=3,
+                                                      activation="sigmoid", key=k),
     "LiePoissonNet": lambda k: gl.models.LiePoissonNet(3, n_layers=2, width=2, key=k),
     "MultiStep": lambda k: gl.models.MultiStep(gl.HenonNet(2, n_layers=2, width=3, key=k), 3),
     "ConformalSympNet": lambda k: gl.ConformalSympNet(2, n_layers=2, width=3, dt=0.1, key=k),

@@ -19,6 +19,7 @@ from ._specs import (
     ModelSpec,
     ReductionSpec,
     ConformalSpec,
+    LiftSpec,
     DegreesOfFreedomSpec,
     LiePoissonSpec,
     PortHamiltonianSpec,
@@ -87,6 +88,11 @@ for _spec in (
     # decoder's symplectic-immersion property); see `ReductionSpec`.
     ReductionSpec("symplectic-autoencoder", models.SymplecticAutoencoder,
                   {"reduced_dim": 2, "width": 16}, "symplectic", True),
+    # The manifold cotangent lift (fitted, not trained) with a GSympNet on its codes
+    # taking 8 data steps per application: the reduction that predicts the Toda bump.
+    LiftSpec("cotangent-lift", models.LiftedIntegrator,
+             {"reduced_dim": 2, "n_features": 16, "stride": 8, "n_layers": 8, "width": 16},
+             "symplectic", True),
     ModelSpec("reduced-integrator", models.ReducedIntegrator,
               {"reduced_dim": 2, "integrator": "gsympnet", "n_layers": 4, "width": 16,
                "train_autoencoder": True}, "none", True),

@@ -29,11 +29,12 @@ from ..manifolds import riemannian_adam
 from ..models import initialize_from_psd
 from ..plotting import energy_report, reduction_report, report
 from ..systems import AbstractPortHamiltonianSystem
-from ..training import choose_trainer
+from ..training import choose_trainer, fit
 
 __all__ = [
     "ModelSpec",
     "ReductionSpec",
+    "LiftSpec",
     "DegreesOfFreedomSpec",
     "LiePoissonSpec",
     "DissipativeSpec",
@@ -114,6 +115,10 @@ class ModelSpec:
         """`(optimizer, epochs, time_budget, description)`: `geomlearn.training.choose_trainer`
         (`batch_size`, the minibatch size the command line chose, is not needed here)."""
         return choose_trainer(model, n_samples, **options)
+
+    def fit(self, model, data, **options):
+        """`(model, history)`: `geomlearn.fit(model, data, **options)`."""
+        return fit(model, data, **options)
 
     def evaluate(self, model, system, data, **options):
         """`geomlearn.evaluate(model, system, data, **options)` (the rollout against the data)."""
@@ -297,3 +302,32 @@ class ReductionSpec(ModelSpec):
 
     def check(self, model, points, *, prediction_window=None, dt=None):
         return check_immersion(model, points)
+
+
+@dataclasses.dataclass(frozen=True)
+class LiftSpec(ReductionSpec):
+    r"""A learned integrator on the codes of a manifold cotangent lift
+    (`geomlearn.models.LiftedIntegrator`).
+
+    `prepare` fits the lift to all training states in closed form (no training); `fit`
+    trains the latent GSympNet alone on pairs of codes `stride` steps apart, by the
+    trainer `geomlearn.training.choose_trainer` picks for it (Levenberg–Marquardt: the
+    lift's frozen arrays stay out of its normal equations); the evaluation is the
+    reduction's (`ReductionSpec`) with the latent rollout's error and speed-up.
+    """
+
+    def prepare(self, model, task, sample, data):
+        return model.with_lift(data)
+
+    def trainer(self, model, n_samples: int, *, batch_size=None, **options):
+        optimizer, epochs, budget, how = choose_trainer(model.integrator_net, n_samples, **options)
+        return optimizer, epochs, budget, (
+            f"{how}; the latent GSympNet alone, on pairs of codes {model.stride} steps apart "
+            "(the lift fitted to the training states in closed form)")
+
+    def fit(self, model, data, *, val_data=None, **options):
+        samples = model.training_samples(data, model.task())[:2]
+        val = (None if val_data is None
+               else model.training_samples(val_data, model.task(), what="val_data")[:2])
+        net, history = fit(model.integrator_net, samples, val_data=val, **options)
+        return model.with_integrator(net), history

@@ -134,9 +134,10 @@ class ReductionEvaluation(dict):
     `projected` ($\Psi^d(\Psi^e(X))$); `reduced` (the reduced solution $Y$ `(N, 2n)`,
     `None` when its integration failed) and `decoded` ($\Psi^d(Y)$ or `None`); `series`,
     per time, `{"projection", "psd_projection", "centred_psd_projection", "reduction",
-    "psd_reduction", "plain_psd_reduction"}` relative errors (`(N,)` arrays; a reduction
-    series is `None` when its integration failed; `"psd_reduction"` is the centred
-    PSD's, `"plain_psd_reduction"` the plain PSD's).
+    "psd_reduction", "plain_psd_reduction", "latent"}` relative errors (`(N,)` arrays; a
+    reduction series is `None` when its integration failed; `"psd_reduction"` is the
+    centred PSD's, `"plain_psd_reduction"` the plain PSD's; `"latent"` the learned latent
+    integrator's at every `stride`-th time, `None` without one).
     """
 
     def __init__(self, metrics, *, times, full, projected, reduced, decoded, series):
@@ -177,6 +178,13 @@ class ReductionEvaluation(dict):
                              f"speed-up {fmt(m.get('online_speedup'))} at mean error "
                              f"{fmt(m.get('reduction_error_mean'))})"),
         ]
+        if m.get("latent_error_mean") is not None:
+            rows.append(("latent integrator", (
+                f"{m['latent_steps']} applications of {m['latent_stride']} steps: mean error "
+                f"{fmt(m['latent_error_mean'])}, max {fmt(m['latent_error_max'])}; "
+                f"{fmt(m['latent_seconds'])} s to the final state (speed-up "
+                f"{fmt(m.get('latent_online_speedup'))}), {fmt(m['latent_seconds_every'])} s "
+                f"decoding every state ({fmt(m.get('latent_online_speedup_every'))})")))
         return aligned_table(title, rows)
 
 
@@ -251,6 +259,36 @@ def _psd_baselines(system, X, dt, reduced_dim, integrator):
     return out
 
 
+def _latent_online_phase(reduction, X):
+    """`({metrics}, errors per produced state or None)` of a reduction that carries a
+    learned latent integrator (an `integrator_net` and its `reduced_rollout`:
+    `ReducedIntegrator`, `LiftedIntegrator`), `stride` data steps per application: its rollout from the
+    encoded first state over the horizon, compared with every `stride`-th state of `X`;
+    timed (median of 5 compiled calls) with only the final state decoded and with every
+    produced state decoded. `({}, None)` for a reduction without one."""
+    net = getattr(reduction, "integrator_net", None)
+    if net is None or not callable(getattr(reduction, "reduced_rollout", None)):
+        return {}, None
+    S = int(getattr(reduction, "stride", 1))
+    n_apply = (int(X.shape[0]) - 1) // S
+    if n_apply < 1:
+        return {}, None
+    # the final state alone: a loop that keeps one code, not the whole latent trajectory
+    last = jax.jit(lambda z: reduction.decode(
+        jax.lax.fori_loop(0, n_apply, lambda _, y: net(y), reduction.encode(z))))
+    every = jax.jit(lambda z: jax.vmap(reduction.decode)(
+        reduction.reduced_rollout(reduction.encode(z), n_apply + 1)))
+    z0 = jax.block_until_ready(X[0])  # sliced once: a slice in the timed call costs as much as the rollout
+    z_end, last_seconds = timed(lambda: last(z0), repeats=5)
+    Z, every_seconds = timed(lambda: every(z0), repeats=5)
+    rows = _relative_rows(Z, X[::S][: n_apply + 1])
+    end = _relative_rows(z_end[None], X[n_apply * S][None])[0]
+    return {"latent_stride": S, "latent_steps": n_apply,
+            "latent_error_mean": float(np.mean(rows)), "latent_error_max": float(np.max(rows)),
+            "latent_error_end": float(end), "latent_seconds": last_seconds,
+            "latent_seconds_every": every_seconds}, rows
+
+
 def _mean_max(series):
     if series is None:
         return None, None
@@ -317,6 +355,18 @@ def evaluate_reduction(
     `"immersion_residual"`, `"immersion_points"`, `"immersion_passed"`,
     `"reduced_seconds"`, `"full_order_seconds"`, `"speedup"` and its alias
     `"online_speedup"` (full-order over reduced wall time), `"reference_method"`.
+
+    A reduction that carries a **learned latent integrator** (an `integrator_net` and a
+    `reduced_rollout` method: [`ReducedIntegrator`][geomlearn.models.ReducedIntegrator],
+    [`LiftedIntegrator`][geomlearn.models.LiftedIntegrator]; `stride` $S$ data steps
+    per application, 1 if it has none) is also rolled out in its latent space from
+    $\Psi^e(x_0)$ for $\lfloor K/S\rfloor$ applications, each produced state compared
+    with $x_{jS}$, and timed (median of 5 compiled calls) with the final state decoded
+    and with every produced state decoded: `"latent_stride"`, `"latent_steps"`,
+    `"latent_error_mean"`, `"latent_error_max"`, `"latent_error_end"`,
+    `"latent_seconds"`, `"latent_seconds_every"`, `"latent_online_speedup"` and
+    `"latent_online_speedup_every"` (the full-order time over each); `series["latent"]`
+    holds its errors per produced state.
     """
     integrator = as_integrator(method)
     X, dt, horizons = _full_solution(reduction, system, reference, horizons)
@@ -348,6 +398,10 @@ def evaluate_reduction(
     vf_err = float(jax.jit(lambda X: latent_vector_field_error(reduction, system, X))(X))
     period, full_action, code_action = _loop_actions(reduction, X, dt)
     speedup = None if reduced_seconds is None else full_seconds / reduced_seconds
+    latent, series["latent"] = _latent_online_phase(reduction, X)
+    if latent:
+        latent["latent_online_speedup"] = full_seconds / latent["latent_seconds"]
+        latent["latent_online_speedup_every"] = full_seconds / latent["latent_seconds_every"]
     metrics = {
         "model": type(reduction).__name__, "system": type(system).__name__,
         "structure": "symplectic immersion (decoder)",
@@ -371,6 +425,7 @@ def evaluate_reduction(
         "reduced_seconds": reduced_seconds, "full_order_seconds": full_seconds,
         "speedup": speedup, "online_speedup": speedup,
         "reference_method": integrator.name,
+        **latent,
     }
     return ReductionEvaluation(metrics, times=times, full=X, projected=P, reduced=Y,
                                decoded=decoded, series=series)

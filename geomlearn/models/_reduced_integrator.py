@@ -4,19 +4,16 @@ r"""A learned integrator in the reduced space of a symplectic autoencoder (see
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
-import numpy as np
 
-from .._typing import Array, Float, PRNGKeyArray
+from .._typing import PRNGKeyArray
 from .._validation import check_int
-from ._base import map_residuals, scan_rollout
-from ._integrators import AbstractPointModel, point_pairs
+from ._integrators import point_pairs
+from ._latent import AbstractLatentIntegrator
 from ._symplectic_autoencoder import SymplecticAutoencoder
-from ._task import Task, no_options
+from ._task import Task
 from .resnet import ResNet
 from .sympnet import GSympNet, LASympNet
 
@@ -32,7 +29,7 @@ _INTEGRATORS: dict[str, Callable[..., eqx.Module]] = {
 }
 
 
-class ReducedIntegrator(AbstractPointModel):
+class ReducedIntegrator(AbstractLatentIntegrator):
     r"""A learned integrator in the reduced space of a symplectic autoencoder.
 
     The one-step map of the full space is $z \mapsto \Psi^d(\mathcal{N}(\Psi^e(z)))$,
@@ -61,8 +58,6 @@ class ReducedIntegrator(AbstractPointModel):
     `activation = "tanh"`, `train_autoencoder = False`, `key`, `dtype`. Every argument
     is stored, so `geomlearn.save`/`load` round-trip the model.
     """
-
-    structure: ClassVar[str] = "none"
 
     autoencoder: SymplecticAutoencoder
     integrator_net: eqx.Module
@@ -143,15 +138,6 @@ class ReducedIntegrator(AbstractPointModel):
         return eqx.tree_at(lambda m: (m.autoencoder, m.integrator_net), skeleton,
                            (autoencoder, integrator_net))
 
-    @property
-    def dim(self) -> int:
-        return self.full_dim
-
-    @property
-    def reduced_structure(self) -> str:
-        """What the reduced map $\\mathcal{N}$ preserves."""
-        return self.integrator_net.structure
-
     def _ae(self):
         if self.train_autoencoder:
             return self.autoencoder
@@ -163,19 +149,6 @@ class ReducedIntegrator(AbstractPointModel):
 
     def decode(self, y):
         return self._ae().decode(y)
-
-    def __call__(self, z: Float[Array, " 2N"]) -> Float[Array, " 2N"]:
-        """One step $\\Psi^d(\\mathcal{N}(\\Psi^e(z)))$ of one full state."""
-        ae = self._ae()
-        return ae.decode(self.integrator_net(ae.encode(z)))
-
-    def task(self, *, seq_length=None, prediction_window=None, dt=None, data_dt=None) -> Task:
-        """Takes none of the options: a one-step map of full states."""
-        no_options(self, seq_length=seq_length, prediction_window=prediction_window, dt=dt)
-        return Task()
-
-    def rollout_task(self, initial_shape, *, prediction_window=None, dt=None) -> Task:
-        return self.task(prediction_window=prediction_window, dt=dt)
 
     def training_samples(self, data, task: Task, *, what: str = "data"):
         """One-step pairs of full states (a `TrajectoryData`, or a tuple of arrays
@@ -190,35 +163,6 @@ class ReducedIntegrator(AbstractPointModel):
     def target(self, y, task: Task):
         r"""$w\odot(y - \bar x)$ (the autoencoder's reference state and loss weights)."""
         return self._ae()._weighted(y)
-
-    def step(self, state, task: Task):
-        return self(state)
-
-    def structure_residuals(self, points, task: Task) -> dict:
-        """`{"symplecticity", "volume", "condition"}` of the full-space step (which claims
-        nothing: its rank is `reduced_dim`)."""
-        return map_residuals(self, points, self.dim)
-
-    def reduced_rollout(self, y0: Float[Array, " 2n"], n_points: int) -> Float[Array, "T 2n"]:
-        """`n_points` reduced states: `y0` and iterates of $\\mathcal{N}$ (one scan)."""
-        return scan_rollout(self.integrator_net, y0, n_points)
-
-    def rollout_at(self, initial: Float[Array, " 2N"], steps) -> Float[Array, "S 2N"]:
-        """The full states after each number of steps in `steps` (a sequence of
-        non-negative integers): one encode, a rollout in the reduced space to the largest
-        step, and a decode of the requested states only (the online phase: its cost is
-        `max(steps)` reduced steps and `len(steps)` decodes)."""
-        idx = np.asarray(steps)
-        if idx.ndim != 1 or idx.size == 0 or not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0:
-            raise ValueError(f"steps must be a non-empty sequence of integers >= 0, got {steps!r}")
-        ae = self._ae()
-        ys = self.reduced_rollout(ae.encode(initial), int(idx.max()) + 1)
-        return jax.vmap(ae.decode)(ys[jnp.asarray(idx)])
-
-    def rollout(self, initial, n_points: int, task: Task):
-        ae = self._ae()
-        ys = self.reduced_rollout(ae.encode(initial), n_points)
-        return jax.vmap(ae.decode)(ys)
 
     def describe_step(self, task: Task) -> str:
         return (f"z ↦ decode({type(self.integrator_net).__name__}(encode(z))) through a "

@@ -23,6 +23,9 @@ a SympNet (or another feed-forward integrator) $\mathcal{N}$ on $\mathbb{R}^{2n}
 rollout iterates $\mathcal{N}$ in the reduced space, and `rollout_at` decodes only the
 states asked for. With `train_autoencoder=True` it trains encoder, decoder and
 $\mathcal{N}$ together against full-space one-step targets.
+[`LiftedIntegrator`][geomlearn.models.LiftedIntegrator] is the same construction on the
+codes of a manifold cotangent lift (`geomlearn.cotangent_lift`, fitted in closed form,
+not trained), its SympNet trained on pairs of codes several data steps apart.
 
 Both carry an affine **reference state** $\bar x$ (the encoder subtracts it, the decoder
 adds it; a translation keeps the decoder a symplectic immersion) and per-block **loss
@@ -34,6 +37,7 @@ these existed load with $\bar x = 0$ and unit weights.
 
 from __future__ import annotations
 
+from ._lifted_integrator import LiftedIntegrator
 from ._reduced_integrator import ReducedIntegrator
 from ._symplectic_autoencoder import (
     PSDLayer,
@@ -41,4 +45,4 @@ from ._symplectic_autoencoder import (
     initialize_from_psd,
 )
 
-__all__ = ["PSDLayer", "ReducedIntegrator", "SymplecticAutoencoder", "initialize_from_psd"]
+__all__ = ["LiftedIntegrator", "PSDLayer", "ReducedIntegrator", "SymplecticAutoencoder", "initialize_from_psd"]

@@ -59,7 +59,18 @@ CASES = {
     "MultiStep": lambda k: MultiStep(gl.HenonNet(2, n_layers=1, width=2, key=k), 3),
     "ConformalSympNet": lambda k: gl.ConformalSympNet(2, n_layers=2, width=3, dt=0.1, key=k),
     "PortHamiltonianNN": lambda k: gl.PortHamiltonianNN(3, width=3, depth=1, forcing="time", key=k),
+    "LiftedIntegrator": lambda k: gl.LiftedIntegrator(
+        8, 2, n_features=3, stride=2, n_layers=1, width=3, key=k).with_lift(_curve()),
 }
+
+
+def _curve():
+    """Snapshots `(20, 8)` on a bent path (positions) with tangent momenta: what a
+    manifold cotangent lift is fitted to."""
+    s = np.linspace(-1.0, 1.0, 20)
+    q = np.stack([s, s**2, np.sin(2 * s), 0.5 * s**3], axis=1)
+    p = np.stack([np.ones_like(s), 2 * s, 2 * np.cos(2 * s), 1.5 * s**2], axis=1)
+    return np.concatenate([q, 0.1 * p], axis=1)
 
 
 def _input(shape):
