@@ -126,13 +126,13 @@ def _run_record(args, *, system_name, system, spec, model, fit_options, epochs, 
     }
 
 
-def _fit(spec, model, train_data, val, **options):
+def _fit(spec, model, train_data, val, system, **options):
     """`(model, history, seconds, interrupted)` of the spec's training (`geomlearn.fit`
     by default); an interrupt (`TrainingInterrupted`) is reported, not raised."""
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TrainingInterrupted)
-        model, history = spec.fit(model, train_data, val_data=val, **options)
+        model, history = spec.fit(model, train_data, system=system, val_data=val, **options)
     interrupted = any(issubclass(w.category, TrainingInterrupted) for w in caught)
     return model, history, time.perf_counter() - started, interrupted
 
@@ -201,7 +201,7 @@ def train(args) -> int:
     print(f"geomlearn train: {spec.cls.__name__} ({model.structure}) on {on} — "
           f"{description}; trainer: {how}", file=sys.stderr)
     model, history, fit_seconds, interrupted = _fit(
-        spec, model, train_data, held_out if held_out is not train_data else None, epochs=epochs,
+        spec, model, train_data, held_out if held_out is not train_data else None, system, epochs=epochs,
         batch_size=batch, key=k_fit, optimizer=optimizer, time_budget=budget, **fit_options)
     save(out / MODEL_FILE, model)
     write_json(out / "history.json", history)
