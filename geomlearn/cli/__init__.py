@@ -7,7 +7,9 @@ from the model's registry entry (`geomlearn.cli.ModelSpec`): for an integrator
 and `geomlearn.check_structure`; for a reduction (the symplectic autoencoder, a
 `geomlearn.cli.ReductionSpec`) Riemannian Adam from the PSD,
 `geomlearn.evaluation.evaluate_reduction`, `geomlearn.plotting.reduction_report` and
-`geomlearn.evaluation.check_immersion`. `geomlearn train` writes a run folder
+`geomlearn.evaluation.check_immersion`; for the manifold cotangent lift with a latent
+integrator (`geomlearn.cli.LiftSpec`) a closed-form fit of the lift and the latent
+network trained alone. `geomlearn train` writes a run folder
 (`geomlearn.cli.run_folder`) with `model.geomlearn`, `run.json` (the options),
 `history.json`, `metrics.json` and `report.png`. Exit status: 0 success, 1 a failed
 `check` or training, 2 a usage error (one line `geomlearn: error: …`, nothing written),
@@ -16,7 +18,8 @@ and `geomlearn.check_structure`; for a reduction (the symplectic autoencoder, a
 `check` computes residuals in float64.
 
 The modules: `_main` (the parser and `main`), `_commands` (train, evaluate, check,
-list), `_registry` (the models by name), `_recipes` (the data by system name), `_runs`
+list), `_specs` and `_reduction_specs` (how each kind of model is trained and
+evaluated), `_registry` (the models by name), `_recipes` (the data by system name), `_runs`
 (run folders).
 """
 
@@ -25,6 +28,7 @@ from ._commands import model_by_name, system_by_name
 from ._errors import CLIError
 from ._main import main
 from ._recipes import DEFAULT_DT, DEFAULT_STEPS, RECIPES, for_system
+from ._reduction_specs import LiftSpec
 from ._registry import MODELS, ModelSpec, ReductionSpec, register_model, resolve_model, spec_of
 from ._runs import RUN_FILES, run_folder
 
@@ -36,6 +40,7 @@ __all__ = [
     "MODELS",
     "ModelSpec",
     "ReductionSpec",
+    "LiftSpec",
     "register_model",
     "resolve_model",
     "spec_of",

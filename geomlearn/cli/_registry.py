@@ -15,11 +15,10 @@ reductions (`geomlearn.evaluation.evaluate_reduction`, `check_immersion`,
 from __future__ import annotations
 
 from .. import models
+from ._reduction_specs import LiftSpec, ReductionSpec
 from ._specs import (
     ModelSpec,
-    ReductionSpec,
     ConformalSpec,
-    LiftSpec,
     DegreesOfFreedomSpec,
     LiePoissonSpec,
     PortHamiltonianSpec,

@@ -59,8 +59,9 @@ class LiftedIntegrator(AbstractLatentIntegrator):
     On one trajectory the codes lie on a curve, and a network trained on its pairs alone
     learns the map near that curve only;
     [`reduced_system_pairs`][geomlearn.models.LiftedIntegrator.reduced_system_pairs] adds
-    pairs around it from the lift's reduced Hamiltonian system (the command line's
-    default: 4000 of them).
+    pairs around it from the lift's reduced Hamiltonian system (the command line adds 4000
+    of them when `reduced_dim` is 4 or more: a loop in the plane keeps nearby codes near
+    it under an area-preserving map, a loop in $\mathbb{R}^{2n \ge 4}$ does not).
 
     Before `with_lift` the lift is the coordinate reduction onto the first $n$ positions
     and momenta (a linear symplectic immersion, unbent).
