@@ -50,9 +50,10 @@ class LiftedIntegrator(AbstractLatentIntegrator):
     the integrator alone and put it back:
 
     ```python
-    model = gl.LiftedIntegrator(400, 2, key=key).with_lift(data)
+    model = gl.LiftedIntegrator(400, 2, key=jax.random.PRNGKey(0)).with_lift(data)
     x, y, _ = model.training_samples(data, model.task())
-    net, history = gl.fit(model.integrator_net, (x, y), optimizer=gl.LevenbergMarquardt())
+    net, history = gl.fit(model.integrator_net, (x, y), epochs=400,
+                          optimizer=gl.LevenbergMarquardt(), key=jax.random.PRNGKey(1))
     model = model.with_integrator(net)
     ```
 
