@@ -229,9 +229,10 @@ def test_version_help_examples_and_a_closed_pipe(capsys):
 
 @pytest.fixture(scope="module")
 def autoencoder_run(tmp_path_factory):
-    """`geomlearn train --system toda_lattice --model symplectic-autoencoder` for one epoch."""
+    """`geomlearn train --system toda_lattice --model symplectic-autoencoder-network` for
+    one epoch."""
     out = tmp_path_factory.mktemp("run") / "toda"
-    rc = cli.main(["train", "--system", "toda_lattice", "--model", "symplectic-autoencoder",
+    rc = cli.main(["train", "--system", "toda_lattice", "--model", "symplectic-autoencoder-network",
                    "--reduced-dim", "2", "--epochs", "1", "--out", str(out)])
     assert rc == 0
     return out
@@ -243,7 +244,7 @@ def test_train_a_symplectic_autoencoder_writes_a_reduction_run(autoencoder_run, 
         assert (out / name).is_file(), name
     assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     run = strict_json(out / "run.json")
-    assert (run["model"], run["model_class"]) == ("symplectic-autoencoder", "SymplecticAutoencoder")
+    assert (run["model"], run["model_class"]) == ("symplectic-autoencoder-network", "SymplecticAutoencoder")
     assert run["epochs"] == 1 and "Riemannian Adam" in run["trainer"] and "PSD" in run["trainer"]
     model = gl.load(out / "model.geomlearn")
     assert isinstance(model, gl.SymplecticAutoencoder) and model.reduced_dim == 2
@@ -295,9 +296,10 @@ def test_check_fails_an_autoencoder_off_its_manifold(autoencoder_run, tmp_path, 
 
 @pytest.fixture(scope="module")
 def lift_run(tmp_path_factory):
-    """`geomlearn train --system toda_lattice --model cotangent-lift --x64`, 60 iterations."""
+    """`geomlearn train --system toda_lattice --model symplectic-autoencoder --x64` (the
+    cotangent lift and its latent GSympNet), 60 iterations."""
     out = tmp_path_factory.mktemp("run") / "toda-lift"
-    rc = cli.main(["train", "--system", "toda_lattice", "--model", "cotangent-lift", "--x64",
+    rc = cli.main(["train", "--system", "toda_lattice", "--model", "symplectic-autoencoder", "--x64",
                    "--epochs", "60", "--out", str(out)])
     assert rc == 0
     return out
@@ -309,7 +311,7 @@ def test_train_the_cotangent_lift_writes_a_reduction_run_that_predicts(lift_run,
     rollout's metrics, and `evaluate`/`check` on the run."""
     out = lift_run
     run = strict_json(out / "run.json")
-    assert (run["model"], run["model_class"]) == ("cotangent-lift", "LiftedIntegrator")
+    assert (run["model"], run["model_class"]) == ("symplectic-autoencoder", "LiftedIntegrator")
     assert "latent GSympNet alone" in run["trainer"] and run["epochs"] == 60
     model = gl.load(out / "model.geomlearn")
     assert isinstance(model, gl.LiftedIntegrator) and model.stride == 8
@@ -322,6 +324,13 @@ def test_train_the_cotangent_lift_writes_a_reduction_run_that_predicts(lift_run,
     assert m["reduction_error_mean"] < 0.5 * m["psd_reduction_error_mean"]
     assert abs(m["code_loop_action"] - m["full_action"]) < 0.1 * m["full_action"]
     assert (m["latent_stride"], m["latent_steps"], m["epochs"]) == (8, 1000, 60)
+    # the iterate kept is the best-scoring one on the first half of the data (every 5th and
+    # the last are scored), not necessarily the last
+    history = strict_json(out / "history.json")
+    assert m["kept_epoch"] == history["kept_epoch"] and (m["kept_epoch"] % 5 == 0 or m["kept_epoch"] == 60)
+    toda = gl.systems.TodaLattice(200)
+    data, _, _ = cli.for_system("toda_lattice", toda, seed=0, dtype=jnp.float64)
+    assert m["kept_score"] == pytest.approx(model.latent_rollout_error(data, fraction=0.5), rel=1e-9)
     assert m["immersion_passed"] is True
     assert cli.main(["evaluate", str(out)]) == 0
     assert "latent integrator" in capsys.readouterr().out
@@ -330,7 +339,7 @@ def test_train_the_cotangent_lift_writes_a_reduction_run_that_predicts(lift_run,
 
 @pytest.mark.slow  # builds the 400-dimensional Toda data through the command line
 def test_autoencoder_usage_errors(tmp_path, capsys):
-    argv = ["train", "--system", "toda_lattice", "--model", "symplectic-autoencoder",
+    argv = ["train", "--system", "toda_lattice", "--model", "symplectic-autoencoder-network",
             "--out", str(tmp_path / "o")]
     assert cli.main(argv + ["--trainer", "lm"]) == 2
     assert "Riemannian Adam" in capsys.readouterr().err

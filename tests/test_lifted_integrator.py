@@ -166,3 +166,58 @@ def test_reduced_system_pairs_follow_the_data_and_spread_around_it(bump):
         model.reduced_system_pairs(system, data, n_samples=4, spread=-1.0, key=jax.random.PRNGKey(0))
     with pytest.raises(ValueError, match="system has dim=8"):
         model.reduced_system_pairs(TodaLattice(4), data, n_samples=4, key=jax.random.PRNGKey(0))
+
+
+def test_latent_rollout_error_is_the_mean_relative_error_of_the_decoded_rollout(bump):
+    """With an identity latent map every produced state is Ψ_dec(Ψ_enc(x₀)): the score
+    over the first `fraction` of each trajectory, computed here in NumPy; on the whole
+    trajectory it is `evaluate_reduction`'s `latent_error_mean`."""
+    system, data = bump
+    model = _model().with_lift(data)
+    model = model.with_integrator(_identity(model.integrator_net))
+    X = np.asarray(data.states[0])
+    z = np.asarray(model.decode(model.encode(X[0])))
+    Xs = X[::STRIDE]
+    rows = np.linalg.norm(z - Xs, axis=1) / np.linalg.norm(Xs, axis=1)
+    assert model.latent_rollout_error(data) == pytest.approx(rows.mean(), rel=1e-10)
+    # the first half: 400 steps, 100 applications, 101 states
+    assert model.latent_rollout_error(data, fraction=0.5) == pytest.approx(rows[:101].mean(), rel=1e-10)
+    assert model.latent_rollout_error(data) == pytest.approx(
+        evaluate_reduction(model, system, data)["latent_error_mean"], rel=1e-10)
+    # two trajectories: all produced states pooled
+    two = gl.TrajectoryData.from_arrays([X[:401], X[400:]], 0.1)
+    z2 = np.asarray(model.decode(model.encode(X[400])))
+    rows2 = np.linalg.norm(z2 - X[400::STRIDE], axis=1) / np.linalg.norm(X[400::STRIDE], axis=1)
+    assert model.latent_rollout_error(two) == pytest.approx(
+        np.concatenate([rows[:101], rows2]).mean(), rel=1e-10)
+    # a map whose rollout is not finite scores inf, not nan
+    blown = model.with_integrator(jax.tree_util.tree_map(
+        lambda a: jnp.full_like(a, jnp.nan) if eqx.is_inexact_array(a) else a, model.integrator_net))
+    assert blown.latent_rollout_error(data) == float("inf")
+    with pytest.raises(ValueError, match=r"fraction must be in \(0, 1\]"):
+        model.latent_rollout_error(data, fraction=0.0)
+    with pytest.raises(ValueError, match="no trajectory has 4 steps"):
+        model.latent_rollout_error(gl.TrajectoryData(jnp.asarray(X[None, :10]), 0.1), fraction=0.1)
+    with pytest.raises(TypeError, match="TrajectoryData"):
+        model.latent_rollout_error(X)
+
+
+def test_keeping_the_best_iterate_by_its_rollout(bump):
+    """`KeepBest` scoring the latent rollout along Levenberg–Marquardt's iterations keeps
+    the network whose rollout follows the data best: its score is the lowest recorded
+    and equals the kept model's rollout error (recomputed here), and it is no worse than
+    the last iterate's."""
+    _, data = bump
+    model = _model().with_lift(data)
+    x, y, _ = model.training_samples(data, model.task())
+    best = gl.training.KeepBest(
+        lambda net: model.with_integrator(net).latent_rollout_error(data, fraction=0.5), every=3)
+    net, history = gl.fit(model.integrator_net, (x, y), epochs=20,
+                          optimizer=gl.LevenbergMarquardt(), key=jax.random.PRNGKey(1),
+                          progress=False, callback=best)
+    assert [e for e, _ in best.scores] == [3, 6, 9, 12, 15, 18]
+    assert best.best == min(s for _, s in best.scores)
+    assert best.epoch == dict((s, e) for e, s in reversed(best.scores))[best.best]
+    kept = model.with_integrator(best.model)
+    assert kept.latent_rollout_error(data, fraction=0.5) == pytest.approx(best.best, rel=1e-12)
+    assert best.best <= model.with_integrator(net).latent_rollout_error(data, fraction=0.5)

@@ -221,10 +221,14 @@ def test_the_registry_routes_a_reduction_to_its_own_pipeline():
     """The command line asks the spec, not the model's kind: the autoencoder's spec trains
     with Riemannian Adam (never LM) and checks the immersion; an integrator's spec keeps
     the defaults."""
-    from geomlearn.cli import MODELS, ModelSpec, ReductionSpec, spec_of
+    from geomlearn.cli import MODELS, LiftSpec, ModelSpec, ReductionSpec, spec_of
 
-    spec = MODELS["symplectic-autoencoder"]
+    spec = MODELS["symplectic-autoencoder-network"]
     assert isinstance(spec, ReductionSpec)
+    # by default the command line's symplectic autoencoder is the one that predicts: the
+    # manifold cotangent lift with its latent network (also by the name cotangent-lift)
+    assert MODELS["symplectic-autoencoder"].cls is MODELS["cotangent-lift"].cls is gl.LiftedIntegrator
+    assert isinstance(MODELS["symplectic-autoencoder"], LiftSpec)
     ae = gl.SymplecticAutoencoder(40, 2, width=2, key=jax.random.PRNGKey(0))
     assert spec_of(ae) is spec and type(spec_of(gl.GSympNet(2, key=jax.random.PRNGKey(0)))) is ModelSpec
     opt, epochs, budget, how = spec.trainer(ae, 1000, batch_size=100)

@@ -846,3 +846,52 @@ def test_a_non_finite_loss_keeps_the_last_good_model_and_the_hint_fits_the_train
                key=key(), progress=False)
     assert "learning rate" not in str(e.value) and "initial parameters" in str(e.value)
     assert float(e.value.model.a[0]) == 2.0
+
+
+# ------------------------------------------------------------------ KeepBest
+
+
+def test_keep_best_keeps_the_lowest_score_and_counts_non_finite_as_inf():
+    values = iter([3.0, float("nan"), 1.0, 2.0, 1.0, float("inf")])
+    best = training.KeepBest(lambda model: next(values), every=2)
+    for epoch in range(1, 13):
+        assert best(epoch, f"model {epoch}", {}) is False
+    assert best.scores == [(2, 3.0), (4, float("inf")), (6, 1.0), (8, 2.0), (10, 1.0), (12, float("inf"))]
+    assert (best.model, best.epoch, best.best) == ("model 6", 6, 1.0)  # a tie keeps the earlier
+    # the first score is kept even when it is not finite
+    first = training.KeepBest(lambda model: float("nan"))
+    first.consider("m", 1)
+    assert (first.model, first.best) == ("m", float("inf"))
+    # patience: stop after that many scores in a row without improvement
+    values = iter([2.0, 1.0, 1.5, 1.2, 0.5])
+    patient = training.KeepBest(lambda model: next(values), patience=2)
+    assert [patient(e, e, {}) for e in range(1, 5)] == [False, False, False, True]
+    with pytest.raises(TypeError, match="score must be a callable"):
+        training.KeepBest(1.0)
+    with pytest.raises(ValueError, match="every must be >= 1"):
+        training.KeepBest(len, every=0)
+    with pytest.raises(ValueError, match="patience must be >= 1"):
+        training.KeepBest(len, patience=0)
+
+
+def test_keep_best_in_fit_returns_the_scored_iterate(key):
+    """Scored by the distance of its parameters from the start, the kept model is the one
+    after the first epoch — bit for bit the model a one-epoch run gives (plain SGD, so
+    the first update does not depend on the planned length); the last differs."""
+    x, y = rotation_pairs(key(), n=16)
+    model = TinyShear(2, key=key())
+    start = jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
+
+    def distance(m):
+        leaves = jax.tree_util.tree_leaves(eqx.filter(m, eqx.is_inexact_array))
+        return float(sum(jnp.sum((a - b) ** 2) for a, b in zip(leaves, start)))
+
+    best = training.KeepBest(distance)
+    k = key()
+    last, history = gl.fit(model, (x, y), epochs=6, optimizer=optax.sgd(0.05), key=k,
+                           progress=False, callback=best)
+    one, _ = gl.fit(model, (x, y), epochs=1, optimizer=optax.sgd(0.05), key=k, progress=False)
+    assert best.epoch == 1 and [e for e, _ in best.scores] == [1, 2, 3, 4, 5, 6]
+    assert params_equal(best.model, one)
+    assert not params_equal(best.model, last)  # negative control
+    assert history["stop_reason"] == "epochs"

@@ -146,6 +146,8 @@ def _finish(out, *, spec, model, system, held_out, fit_options, run, history, ho
                    stop_reason=history.get("stop_reason"),
                    final_loss=history["loss"][-1] if history["loss"] else None,
                    final_val_loss=history["val_loss"][-1] if history["val_loss"] else None)
+    if history.get("kept_epoch") is not None:  # a spec that keeps an earlier iterate (LiftSpec)
+        metrics.update(kept_epoch=history["kept_epoch"], kept_score=history["kept_score"])
     write_json(out / "metrics.json", metrics)
     wrote = [MODEL_FILE, "run.json", "history.json", "metrics.json"]
     if spec.report(out / "report.png", run=run, history=history, evaluation=result):
@@ -153,6 +155,9 @@ def _finish(out, *, spec, model, system, held_out, fit_options, run, history, ho
     extra = [("trainer", how), ("epochs", f"{metrics['epochs']} in {fit_seconds:.3g} s"),
              ("final loss", f"training {fmt(metrics['final_loss'])}   validation "
                             f"{fmt(metrics['final_val_loss'])}")]
+    if "kept_epoch" in metrics:
+        extra.append(("kept", f"epoch {metrics['kept_epoch']}: latent rollout error "
+                              f"{fmt(metrics['kept_score'])} on the {history['kept_score_on']}"))
     print(result.summary(title=f"{spec.cls.__name__} on {on}", extra=extra))
     _warn_if_escaped(result)
     if (metrics["final_loss"] or 0) > 0.1:

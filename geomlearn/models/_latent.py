@@ -6,6 +6,7 @@ from __future__ import annotations
 import abc
 from typing import ClassVar
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,7 +14,7 @@ import numpy as np
 from .._typing import Array, Float
 from ._base import map_residuals, scan_rollout
 from ._integrators import AbstractPointModel
-from ._task import Task, no_options
+from ._task import Task, check_data_dim, no_options
 
 __all__ = ["AbstractLatentIntegrator"]
 
@@ -84,6 +85,46 @@ class AbstractLatentIntegrator(AbstractPointModel):
         ys = self.reduced_rollout(self.encode(initial), int(idx.max()) + 1)
         return jax.vmap(self.decode)(ys[jnp.asarray(idx)])
 
+    def latent_rollout_error(self, data, *, fraction: float = 1.0) -> float:
+        r"""The mean relative error of the latent rollout against `data` (a
+        `TrajectoryData`): from the code of each trajectory's first state,
+        $\mathcal{N}$ is iterated over the first `fraction` of its steps, and each
+        produced state, decoded, is compared with the data's state at the same time,
+
+        $$ \frac{1}{J}\sum_{j} \frac{\lVert \Psi^d(\mathcal{N}^j(\Psi^e(x_0))) -
+        x_{jS}\rVert}{\lVert x_{jS}\rVert}, $$
+
+        averaged over every produced state $j = 0, 1, \dots$ of every trajectory ($S$ the
+        data steps per application: `stride`, or 1). `inf` when the rollout is not
+        finite. The same measure as `evaluate_reduction`'s `latent_error_mean` on one
+        trajectory with `fraction = 1`; a score for
+        [`KeepBest`][geomlearn.training.KeepBest]."""
+        f = float(fraction)
+        if not 0.0 < f <= 1.0:
+            raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
+        if not hasattr(data, "trajectories"):
+            raise TypeError(f"data must be a TrajectoryData, got {type(data).__name__}")
+        check_data_dim(self, data, "data")
+        S = int(getattr(self, "stride", 1))
+        rows = []
+        for t in data.trajectories:
+            n_apply = int(f * (t.shape[0] - 1)) // S
+            if n_apply >= 1:
+                rows.append(_latent_rows(self, t[0], t[: n_apply * S + 1: S]))
+        if not rows:
+            raise ValueError(f"data: no trajectory has {S} steps (one application) within the "
+                             f"first fraction={f} of its length (lengths {data.lengths})")
+        value = float(jnp.mean(jnp.concatenate(rows)))
+        return value if np.isfinite(value) else float("inf")
+
     def rollout(self, initial, n_points: int, task: Task):
         ys = self.reduced_rollout(self.encode(initial), n_points)
         return jax.vmap(self.decode)(ys)
+
+
+@eqx.filter_jit
+def _latent_rows(model, x0, targets):
+    """Relative errors of the decoded latent rollout from `x0` against `targets`, one per
+    row (compiled once per model structure: `KeepBest` calls it every few epochs)."""
+    Z = jax.vmap(model.decode)(model.reduced_rollout(model.encode(x0), targets.shape[0]))
+    return jnp.linalg.norm(Z - targets, axis=-1) / jnp.linalg.norm(targets, axis=-1)

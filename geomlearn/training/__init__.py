@@ -24,20 +24,24 @@ Every method runs through the same loop, with the same history, progress, checkp
 and resume.
 """
 
+from ._autoencoder import fit_autoencoder
 from ._choose import choose_trainer
 from ._fit import fit
 from ._history import STOP_REASONS, NonFiniteLossError
 from ._interrupt import TrainingInterrupted
+from ._keep_best import KeepBest
 from ._losses import AbstractLoss, CallableLoss, MeanSquaredLoss, RelativeLoss, resolve_loss
 from ._optimizer import default_optimizer
 
 __all__ = [
     "fit",
+    "fit_autoencoder",
     "default_optimizer",
     "choose_trainer",
     "NonFiniteLossError",
     "STOP_REASONS",
     "TrainingInterrupted",
+    "KeepBest",
     "AbstractLoss",
     "RelativeLoss",
     "MeanSquaredLoss",
