@@ -221,3 +221,27 @@ def test_keeping_the_best_iterate_by_its_rollout(bump):
     kept = model.with_integrator(best.model)
     assert kept.latent_rollout_error(data, fraction=0.5) == pytest.approx(best.best, rel=1e-12)
     assert best.best <= model.with_integrator(net).latent_rollout_error(data, fraction=0.5)
+
+
+def test_the_command_line_keeps_the_iterate_whose_rollout_scores_best(bump):
+    """`LiftSpec.fit` scores the latent rollout on the validation data when there are
+    some, else on the first half of the training trajectories, and returns the kept
+    network: its score is the recorded one (recomputed here)."""
+    from geomlearn.cli import MODELS
+
+    spec = MODELS["symplectic-autoencoder"]
+    _, data = bump
+    X = np.asarray(data.states[0])
+    train = gl.TrajectoryData(jnp.asarray(X[None, :500]), 0.1)
+    val = gl.TrajectoryData(jnp.asarray(X[None, 400:]), 0.1)
+    model = _model().with_lift(train)
+    optimizer, epochs, _, how = spec.trainer(model, 496, epochs=12)
+    assert "the iterate kept" in how and epochs == 12
+    fitted, history = spec.fit(model, train, val_data=val, key=jax.random.PRNGKey(1),
+                               optimizer=optimizer, epochs=epochs, progress=False)
+    assert history["kept_score_on"] == "val_data" and history["kept_epoch"] in (5, 10, 12)
+    assert history["kept_score"] == pytest.approx(fitted.latent_rollout_error(val), rel=1e-12)
+    fitted, history = spec.fit(model, train, key=jax.random.PRNGKey(1), optimizer=optimizer,
+                               epochs=epochs, progress=False)
+    assert history["kept_score_on"] == "first 50% of the training trajectories"
+    assert history["kept_score"] == pytest.approx(fitted.latent_rollout_error(train, fraction=0.5), rel=1e-12)
