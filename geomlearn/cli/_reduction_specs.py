@@ -143,8 +143,8 @@ class LiftSpec(ReductionSpec):
                 return model.with_integrator(net).latent_rollout_error(val_data)
         best = KeepBest(score, every=self.select_every)
         net, history = fit(model.integrator_net, (x, y), val_data=val, key=key, callback=best, **options)
-        if len(history["epoch"]) % self.select_every:  # the last epoch, if not scored yet
-            best.consider(net, len(history["epoch"]))
+        if best.model is None or len(history["epoch"]) % self.select_every:
+            best.consider(net, len(history["epoch"]))  # the last epoch, if not scored yet
         history = dict(history, kept_epoch=best.epoch, kept_score=best.best,
                        kept_score_on="val_data" if val_data is not None
                        else f"first {self.select_fraction:.0%} of the training trajectories")

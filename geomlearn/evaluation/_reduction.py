@@ -282,7 +282,8 @@ def _latent_online_phase(reduction, X):
     every = jax.jit(lambda z: jax.vmap(reduction.decode)(
         reduction.reduced_rollout(reduction.encode(z), n_apply + 1)))
     z0 = jax.block_until_ready(X[0])  # sliced once: a slice in the timed call costs as much as the rollout
-    # 25 calls of a millisecond each: the median of 5 was seen 1.8x off between runs
+    # 25 calls of about a millisecond each; their median still varies by tens of per cent
+    # from one compilation to the next (benchmarks/RESULTS.md, "Toda lattice model reduction")
     z_end, last_seconds = timed(lambda: last(z0), repeats=_LATENT_REPEATS)
     Z, every_seconds = timed(lambda: every(z0), repeats=_LATENT_REPEATS)
     rows = _relative_rows(Z, X[::S][: n_apply + 1])

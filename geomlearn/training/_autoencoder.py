@@ -117,8 +117,9 @@ def fit_autoencoder(autoencoder: SymplecticAutoencoder, data, *, system=None,
     `time_budget`, …) except `checkpoint` with the field term (the objective is not a
     model that can be saved; save the returned autoencoder).
 
-    The second-order derivatives (the field is a gradient, and is differentiated) make
-    an epoch a few times dearer than the reconstruction's.
+    The field is a gradient and is differentiated again, so an epoch costs more than the
+    reconstruction's (on the 400-dimensional Toda bump, 300 epochs took 32 s instead of
+    22 s).
     """
     lam = float(field_weight)
     if not (math.isfinite(lam) and lam >= 0):
