@@ -314,7 +314,7 @@ def test_train_the_cotangent_lift_writes_a_reduction_run_that_predicts(lift_run,
     assert (run["model"], run["model_class"]) == ("symplectic-autoencoder", "LiftedIntegrator")
     assert "latent GSympNet alone" in run["trainer"] and run["epochs"] == 60
     model = gl.load(out / "model.geomlearn")
-    assert isinstance(model, gl.LiftedIntegrator) and model.stride == 8
+    assert isinstance(model, gl.LiftedIntegrator) and model.stride == 16
     assert float(jnp.max(jnp.abs(model.lift.coefficients))) > 0  # fitted, not the placeholder
     m = strict_json(out / "metrics.json")
     for key in ("reduction_error_mean", "reduction_error_max", "psd_reduction_error_mean",
@@ -323,7 +323,7 @@ def test_train_the_cotangent_lift_writes_a_reduction_run_that_predicts(lift_run,
         assert m[key] is not None and m[key] > 0, key
     assert m["reduction_error_mean"] < 0.5 * m["psd_reduction_error_mean"]
     assert abs(m["code_loop_action"] - m["full_action"]) < 0.1 * m["full_action"]
-    assert (m["latent_stride"], m["latent_steps"], m["epochs"]) == (8, 1000, 60)
+    assert (m["latent_stride"], m["latent_steps"], m["epochs"]) == (16, 500, 60)
     # the iterate kept is the best-scoring one on the first half of the data (every 5th and
     # the last are scored), not necessarily the last
     history = strict_json(out / "history.json")
