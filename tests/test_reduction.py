@@ -228,7 +228,13 @@ def test_the_registry_routes_a_reduction_to_its_own_pipeline():
     # by default the command line's symplectic autoencoder is the one that predicts: the
     # manifold cotangent lift with its latent network (also by the name cotangent-lift)
     assert MODELS["symplectic-autoencoder"].cls is MODELS["cotangent-lift"].cls is gl.LiftedIntegrator
-    assert isinstance(MODELS["symplectic-autoencoder"], LiftSpec)
+    lift = MODELS["symplectic-autoencoder"]
+    assert isinstance(lift, LiftSpec)
+    # 16 data steps per application in the plane, 8 above (measured: long rollouts at
+    # 2n = 4 left the data with 16), unless a stride is given
+    k = jax.random.PRNGKey(0)
+    assert lift.build(40, key=k).stride == 16 and lift.build(40, key=k, reduced_dim=4).stride == 8
+    assert lift.build(40, key=k, reduced_dim=4, stride=3).stride == 3
     ae = gl.SymplecticAutoencoder(40, 2, width=2, key=jax.random.PRNGKey(0))
     assert spec_of(ae) is spec and type(spec_of(gl.GSympNet(2, key=jax.random.PRNGKey(0)))) is ModelSpec
     opt, epochs, budget, how = spec.trainer(ae, 1000, batch_size=100)

@@ -59,9 +59,10 @@ def spec_of(model) -> ModelSpec:
     return ModelSpec(type(model).__name__.lower(), type(model), {}, model.structure)
 
 
-# 16 data steps per application: measured against 8 on the Toda bump over three seeds at
-# 2n = 2 and 4, as accurate (0.88-1.26x the reduced system's error, against 0.85-1.22x)
-# and twice as fast (572-897x the full model, against 265-477x); benchmarks/RESULTS.md
+# 16 data steps per application at 2n = 2 (8 above: `LiftSpec.build`), measured against 8
+# on the Toda bump over three seeds: as accurate (0.88-0.94x the reduced system's error,
+# against 0.85-1.13x) and twice as fast (572-861x the full model, against 339-406x);
+# benchmarks/RESULTS.md
 _LIFT = {"reduced_dim": 2, "n_features": 16, "stride": 16, "n_layers": 8, "width": 16}
 
 for _spec in (
@@ -91,11 +92,11 @@ for _spec in (
     # overrides. `symplectic-autoencoder` trains the reduction that predicts (measured on
     # the Toda bump, benchmarks/RESULTS.md): a symplectic autoencoder whose decoder is the
     # manifold cotangent lift (fitted in closed form, a symplectic immersion) with a
-    # GSympNet on its codes taking 16 data steps per application; `cotangent-lift` is the
-    # same spec by the name of its construction. `symplectic-autoencoder-network` trains
-    # the SymplecticAutoencoder network (Riemannian Adam: plain Adam would break the
-    # decoder's symplectic-immersion property; see `ReductionSpec`), whose reduced
-    # dynamics do not follow the data.
+    # GSympNet on its codes taking 16 data steps per application (8 at 2n >= 4);
+    # `cotangent-lift` is the same spec by the name of its construction.
+    # `symplectic-autoencoder-network` trains the SymplecticAutoencoder network (Riemannian
+    # Adam: plain Adam would break the decoder's symplectic-immersion property; see
+    # `ReductionSpec`), whose reduced dynamics do not follow the data.
     LiftSpec("symplectic-autoencoder", models.LiftedIntegrator, _LIFT, "symplectic", True),
     LiftSpec("cotangent-lift", models.LiftedIntegrator, _LIFT, "symplectic", True),
     ReductionSpec("symplectic-autoencoder-network", models.SymplecticAutoencoder,
