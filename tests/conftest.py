@@ -19,8 +19,13 @@ import subprocess
 
 import jax
 import jax.numpy as jnp
+import matplotlib.font_manager  # noqa: F401
 import numpy as np
 import pytest
+
+# matplotlib builds its font cache on its first import on a machine, by running
+# `fc-list` in a process; imported here, before any test runs, so that the fast tier's
+# refusal of processes (below) does not fail whichever test first plots on a fresh machine.
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_dtype_promotion", "strict")

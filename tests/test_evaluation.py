@@ -163,3 +163,28 @@ def test_fmt_and_the_moved_reduction_names():
         assert getattr(gl, name) is getattr(gl.evaluation, name)
         with pytest.raises(AttributeError, match=f"use geomlearn.evaluation.{name}"):
             getattr(gl.reduction, name)
+
+
+def test_timed_interleaved_times_each_computation_in_turns():
+    """Each median belongs to its own computation (a slow and a fast one, in either
+    order), and the computations alternate: a warm-up call of each, then rounds."""
+    import time
+
+    from geomlearn.evaluation._timing import timed_interleaved
+
+    calls = []
+
+    def slow():
+        calls.append("slow")
+        time.sleep(0.03)
+        return jnp.zeros(())
+
+    def fast():
+        calls.append("fast")
+        return jnp.zeros(())
+
+    s, f = timed_interleaved([slow, fast], repeats=3)
+    assert s >= 0.03 > f
+    assert calls == ["slow", "fast"] * 4
+    f, s = timed_interleaved([fast, slow], repeats=1)
+    assert s >= 0.03 > f

@@ -25,7 +25,7 @@ from ..reduction import (
     projection_error_parts,
     proper_symplectic_decomposition,
 )
-from ._timing import timed
+from ._timing import timed, timed_interleaved
 
 __all__ = [
     "IMMERSION_TOLERANCE",
@@ -223,19 +223,23 @@ def _full_solution(reduction, system, reference, horizons):
 
 
 def _reduced_solution(reduction, system, X, dt, integrator):
-    """`(Y, decoded, seconds, energy drift, failure)` of the reduced system integrated
-    from the encoded first state; all but the failure message `None` when it failed."""
+    """`(Y, decoded, solve, energy drift, failure)` of the reduced system integrated
+    from the encoded first state (`solve()` repeats that integration, for timing); all
+    but the failure message `None` when it failed."""
     reduced_system = ReducedHamiltonianSystem(system, reduction)
     y0 = reduction.encode(X[0])
+
+    def solve():
+        return integrate(reduced_system, y0, dt, X.shape[0] - 1, method=integrator)
+
     try:
-        Y, seconds = timed(lambda: integrate(reduced_system, y0, dt, X.shape[0] - 1,
-                                             method=integrator))
+        Y = solve()
     except IntegrationError as e:
         return None, None, None, None, str(e)
     decoded = jax.jit(jax.vmap(reduction.decode))(Y)
     H = np.asarray(jax.jit(jax.vmap(reduced_system.hamiltonian))(Y), dtype=np.float64)
     drift = float(np.max(np.abs(H - H[0])) / max(abs(H[0]), np.finfo(np.float64).tiny))
-    return Y, decoded, seconds, drift, None
+    return Y, decoded, solve, drift, None
 
 
 def _loop_actions(reduction, X, dt):
@@ -260,6 +264,9 @@ def _psd_baselines(system, X, dt, reduced_dim, integrator):
 
 
 _LATENT_REPEATS = 25  # timed calls of a latent rollout (their median is reported)
+# Rounds of the interleaved timing of the full and the reduced integration (a few tenths
+# of a second each; one call each varied by up to 30 % between runs, benchmarks/RESULTS.md).
+_SOLVE_REPEATS = 5
 
 
 def _latent_online_phase(reduction, X):
@@ -335,8 +342,8 @@ def evaluate_reduction(
       concepts page);
     - the relative drift of $\tilde H = H\circ\Psi^d$ along the reduced solution, the
       immersion residual at encoded data states, and the wall time of the reduced and of
-      the full-order integration over the same horizon (each timed on a second,
-      compiled run) and their ratio.
+      the full-order integration over the same horizon and their ratio (each the median
+      of 5 compiled calls, the two timed in turns).
 
     **Arguments:** `reduction`; `system` (the full canonical system); `reference` (a
     `TrajectoryData`, whose first trajectory and `dt` are used — the reduced
@@ -387,8 +394,7 @@ def evaluate_reduction(
                 "all": _relative_all(A, X)}
 
     P = jax.jit(jax.vmap(reduction))(X)
-    Y, decoded, reduced_seconds, drift, failed = _reduced_solution(reduction, system, X, dt,
-                                                                   integrator)
+    Y, decoded, solve, drift, failed = _reduced_solution(reduction, system, X, dt, integrator)
     psds = _psd_baselines(system, X, dt, reduction.reduced_dim, integrator)
     series = {"projection": _relative_rows(P, X),
               "psd_projection": _relative_rows(psds["plain"][0], X),
@@ -396,7 +402,15 @@ def evaluate_reduction(
     for key, D in (("reduction", decoded), ("psd_reduction", psds["centred"][1]),
                    ("plain_psd_reduction", psds["plain"][1])):
         series[key] = None if D is None else _relative_rows(D, X)
-    _, full_seconds = timed(lambda: integrate(system, X[0], dt, n_steps, method=integrator))
+    z0 = jax.block_until_ready(X[0])
+
+    def full():
+        return integrate(system, z0, dt, n_steps, method=integrator)
+
+    if solve is None:
+        (full_seconds,), reduced_seconds = timed_interleaved([full], _SOLVE_REPEATS), None
+    else:
+        full_seconds, reduced_seconds = timed_interleaved([full, solve], _SOLVE_REPEATS)
     idx = np.linspace(0, n_steps, min(int(n_immersion_points), n_steps + 1)).round().astype(int)
     check = check_immersion(reduction, X[idx])
     q_err, p_err = projection_error_parts(reduction, X)
