@@ -2,12 +2,14 @@
 
 Every placement keeps the structure exactly (float64 residual ≤ 1e-12, with a negative
 control that must fail); `positional_encoding=True` is the zero-initialised position
-bias with two features — once per unit for the VPT (`"bias"`), in every row-wise layer for
-the symplectic transformers (a shift of each gradient layer's argument) and the standard
-transformer (`"bias-light"`) — and files of the earlier bias design (eight features in
-every layer) load as `"bias-every-layer"`; at initialisation it is the model without
-encoding; with it the symplectic
-transformer sees the order of the rows, without it it is permutation-equivariant. Also
+bias with two features — once per unit for the VPT and the linear symplectic
+transformer (`"bias"`), in every row-wise layer for the symplectic transformer (a shift
+of each gradient layer's argument) and the standard transformer (`"bias-light"`) — and
+files of the earlier bias design (eight features in every layer) load as
+`"bias-every-layer"`, the linear symplectic transformer's of layout 2 with `True` as
+`"bias-light"`; at initialisation it is the model without encoding; with it the
+symplectic transformer sees the order of the rows, without it it is
+permutation-equivariant. Also
 the two order-dependent benchmark systems and their period-aligned data sets.
 """
 
@@ -230,9 +232,10 @@ def test_placement_is_a_stored_constructor_argument(key, tmp_path):
 
 @pytest.mark.parametrize("name", ["ST", "LST", "VPT", "TF"])
 def test_true_is_the_bias_placement_object(name, key, rng):
-    # True means the family's measured default: "bias" (once per unit) for the VPT,
-    # "bias-light" (every row-wise layer) for the symplectic and standard transformers.
-    default = "bias" if name == "VPT" else "bias-light"
+    # True means the family's measured default: "bias" (once per unit) for the VPT and
+    # the linear symplectic transformer, "bias-light" (every row-wise layer) for the
+    # symplectic and standard transformers.
+    default = "bias" if name in ("VPT", "LST") else "bias-light"
     k = key()
     true, bias = make(name, True, k), make(name, default, k)
     assert type(true).default_placement == default
@@ -362,7 +365,8 @@ def test_the_position_biases_add_the_documented_parameter_counts(key):
     """`"bias"` adds 2nL (symplectic, dim 2n), 2D (Transformer) and 2dL (VPT)
     parameters; `"bias-light"` 2n (symplectic) or 2 × rows per row-wise layer;
     `"bias-every-layer"` the earlier bias design's 8 per gain row of every row-wise
-    layer; `True` is `"bias-light"` but for the VPT (`"bias"`)."""
+    layer; `True` is `"bias-light"` but for the VPT and the linear symplectic
+    transformer (`"bias"`)."""
     k = key()
     st = lambda pe, L=2, w=5: gl.SymplecticTransformer(
         6, n_sympnet=3, width=w, L=L, positional_encoding=pe, key=k)
@@ -383,7 +387,7 @@ def test_the_position_biases_add_the_documented_parameter_counts(key):
         assert n_params(_skeleton(lambda b=build: b("bias"))) - plain == added
         assert n_params(_skeleton(lambda b=build: b("bias-light"))) - plain == light
         true = n_params(_skeleton(lambda b=build: b(True))) - plain
-        assert true == (added if build is vpt else light)
+        assert true == (added if build in (vpt, lst) else light)
         assert n_params(_skeleton(lambda b=build: b("bias-every-layer"))) - plain == layerwise
     # the widths of the gradient layers do not enter: the shift is of their argument
     wide = [n_params(_skeleton(lambda pe=pe: st(pe, w=40))) for pe in (False, "bias", True)]
@@ -393,7 +397,8 @@ def test_the_position_biases_add_the_documented_parameter_counts(key):
 def test_at_the_command_lines_default_sizes_the_cost_in_parameters(key):
     """Every transformer of the command line, at its default size, on every system it can
     train on: `"bias"` (once per unit) adds ≤ 10 % of the parameters (LM cost ∝ P²:
-    ≤ 1.21×); `True` (`"bias-light"`, every layer, but for the VPT) less than half (at
+    ≤ 1.21×); `True` (`"bias-light"`, every layer, but for the VPT and the linear
+    symplectic transformer) less than half (at
     most 42 %: the transformer at d = 2) and less than a third of what the earlier design
     added."""
     k, checked = key(), 0
@@ -554,3 +559,48 @@ def test_a_layout_1_file_with_the_flag_loads_as_the_layerwise_design(tmp_path, k
     finally:
         _migrations.MIGRATIONS.update(saved)
         _migrations.LAYOUTS["SymplecticTransformer"] = 2
+
+
+def test_a_layout_2_linear_symplectic_transformer_with_the_flag_loads_as_bias_light(
+        tmp_path, key, rng):
+    """Files written when `True` meant `"bias-light"` for the linear symplectic
+    transformer (layout 2) load as `"bias-light"` with the same map; today `True` is
+    `"bias"` for it, and without the migration such a file would not load."""
+    model = random_module(lambda: make("LST", "bias-light", key()), rng, 0.3)
+    assert make("LST", True, key()).signal == signals.PLACEMENTS["bias"]
+    path = tmp_path / "lst.geomlearn"
+    gl.save(path, model)
+    header, sections = _container.read_container(path)
+    assert header["layout"] == 3
+    header.pop("sections")
+    header["layout"] = 2
+    header["config"]["positional_encoding"] = True
+    _container.write_container(path, header, sections)
+    loaded = gl.load(path)
+    assert loaded.positional_encoding == "bias-light" and loaded.signal.layerwise()
+    Z = normal(rng, (4, 4))
+    np.testing.assert_array_equal(loaded(Z), model(Z))
+    # a file of layout 2 that named its placement is unchanged by the migration
+    gl.save(path, random_module(lambda: make("LST", "bias", key()), rng, 0.3))
+    header, sections = _container.read_container(path)
+    header.pop("sections")
+    header["layout"] = 2
+    _container.write_container(path, header, sections)
+    assert gl.load(path).positional_encoding == "bias"
+    # negative control: without the migration the gains do not fit
+    gl.save(path, model)
+    header, sections = _container.read_container(path)
+    header.pop("sections")
+    header["layout"] = 2
+    header["config"]["positional_encoding"] = True
+    _container.write_container(path, header, sections)
+    saved = dict(_migrations.MIGRATIONS)
+    try:
+        del _migrations.MIGRATIONS[("LinearSymplecticTransformer", 2)]
+        _migrations.LAYOUTS["LinearSymplecticTransformer"] = 2
+        # read as "bias", the file's 16 gains are more than the skeleton's 4
+        with pytest.raises(PersistenceError, match="left over after reading every array"):
+            gl.load(path)
+    finally:
+        _migrations.MIGRATIONS.update(saved)
+        _migrations.LAYOUTS["LinearSymplecticTransformer"] = 3

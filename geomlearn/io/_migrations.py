@@ -64,6 +64,18 @@ def _layerwise_position_strip(skeleton):
     return eqx.filter_eval_shape(lambda: type(skeleton)(**config, key=jax.random.PRNGKey(0)))
 
 
+def _lst_true_was_bias_light(skeleton):
+    """A linear symplectic transformer of layout 2 with `positional_encoding=True` held
+    `"bias-light"` (a gain in every gradient layer); today `True` is `"bias"` for this
+    family. Its skeleton is rebuilt with `positional_encoding="bias-light"`, the same map
+    (the loaded model reports it in its `config()`)."""
+    if skeleton.positional_encoding is not True:
+        return skeleton
+    config = {**skeleton.config(), "positional_encoding": "bias-light"}
+    config["dtype"] = next(leaf.dtype for leaf in jax.tree_util.tree_leaves(skeleton))
+    return eqx.filter_eval_shape(lambda: type(skeleton)(**config, key=jax.random.PRNGKey(0)))
+
+
 def _unchanged(model):
     return model
 
@@ -96,7 +108,9 @@ LAYOUTS = {
     # `"bias"` held eight features in every row-wise layer and load as
     # `positional_encoding="bias-every-layer"`, the same map
     "SymplecticTransformer": 2,
-    "LinearSymplecticTransformer": 2,
+    # 3: `positional_encoding=True` is `"bias"` (once per unit); files of layout 2 with
+    # `True` held `"bias-light"` and load as it, the same map
+    "LinearSymplecticTransformer": 3,
     "Transformer": 2,
     # 2: the reference state `reference` and the loss weights `loss_weights` of the
     # symplectic autoencoder (files of layout 1 have neither; they load with zero and
@@ -112,6 +126,7 @@ MIGRATIONS = {
         (name, 1): Migration(_layerwise_position_strip, _unchanged)
         for name in ("SymplecticTransformer", "LinearSymplecticTransformer", "Transformer")
     },
+    ("LinearSymplecticTransformer", 2): Migration(_lst_true_was_bias_light, _unchanged),
     ("SymplecticAutoencoder", 1): Migration(_autoencoder_strip, _autoencoder_fill),
     ("ReducedIntegrator", 1): Migration(_reduced_integrator_strip, _unchanged),
 }

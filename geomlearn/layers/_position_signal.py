@@ -13,8 +13,8 @@ exactly, for every parameter value:
 | `"input"` | `InputTable` | $F(Z + P)$, with the sinusoidal table $P$ (a translation) |
 | `"scaled"` | `ScaledTable` | $F(Z + s P_{\text{short}})$, $s = 0.1$, frequencies $2^{-j}$ |
 | `"conjugate"` | `Conjugate` | $F(Z + P) - P$ (conjugation by a translation) |
-| `"bias"` (`True` of the VPT) | `PositionBias()` | a bias $G e_t$ of row $t$, once per unit, with $m = 2$ features |
-| `"bias-light"` (`True` of the symplectic and standard transformers) | `PositionBias(2, every_layer=True)` | two features in every row-wise layer (the symplectic transformers: a shift of each gradient layer's argument) |
+| `"bias"` (`True` of the VPT and the linear symplectic transformer) | `PositionBias()` | a bias $G e_t$ of row $t$, once per unit, with $m = 2$ features |
+| `"bias-light"` (`True` of the (matrix-softmax) symplectic and the standard transformer) | `PositionBias(2, every_layer=True)` | two features in every row-wise layer (the symplectic transformers: a shift of each gradient layer's argument) |
 | `"bias-every-layer"` | `PositionBias(8, every_layer=True, shift=False)` | a bias $G e_t$ in every row-wise layer, $m = 8$ (the earlier bias design, what `True` meant in files of layout 1, which load as it) |
 
 The string (or bool) is turned into its object once, in the model's constructor
@@ -321,7 +321,8 @@ PLACEMENTS: dict[str, AbstractPositionSignal] = {
     "bias-every-layer": PositionBias(N_LAYERWISE_FEATURES, every_layer=True, shift=False),
 }
 #: What `positional_encoding=True` means unless a model family names its own
-#: (`default_placement`: the symplectic and standard transformers take `"bias-light"`).
+#: (`default_placement`: the symplectic and standard transformers take `"bias-light"`; the
+#: linear symplectic transformer, whose attention already sees the positions, `"bias"`).
 DEFAULT_PLACEMENT = "bias"
 
 

@@ -12,7 +12,8 @@ Jacobian on the flattened window preserves $\Omega = I_T \otimes \mathbb{J}$ (se
 `geomlearn.models.transformer`.
 
 `positional_encoding` places a position signal that keeps the structure exactly: `True`
-(= `"bias-light"`) a zero-initialised shift $G_l e_t$ of the argument of every gradient
+(= `"bias-light"`; for the linear symplectic transformer, whose attention already sees the
+positions, `"bias"`) a zero-initialised shift $G_l e_t$ of the argument of every gradient
 layer $l$ on row $t$ (a potential stays a potential); `"bias"` such a shift in the first
 gradient layer of each unit only; `"bias-every-layer"` a bias $G e_t$ with eight features
 in the pre-activation of every gradient layer (the earlier bias design); `"input"` the
@@ -124,7 +125,8 @@ class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
     of the product space, so the model is exactly symplectic on windows for every
     parameter value.
 
-    **Position bias** (`positional_encoding=True`, `"bias-light"`): every gradient layer
+    **Position bias** (`positional_encoding=True` of the `SymplecticTransformer`,
+    `"bias-light"`; the `LinearSymplecticTransformer`'s `True` is `"bias"`): every gradient layer
     $l$ sees its argument (the unchanged half, $p$ for a Q-layer) shifted by
     $s_t = G_l e_t$ on row $t$,
     $$q_t \leftarrow q_t + K^\top\big(a \odot \sigma(K(p_t + G_l e_t) + b)\big),$$
@@ -236,9 +238,15 @@ class LinearSymplecticTransformer(AbstractSymplecticTransformer):
 
     **Parameters** (`dim = 2n`, `width = w`, `seq_length = T`): per unit
     $2 \cdot T(T+1)/2 + 2 n_s\, w (n + 2)$. For `dim=4, seq_length=4, n_sympnet=2,
-    width=4, L=1`: $20 + 64 = 84$. `positional_encoding=True` adds $2n \cdot 2n_s L$
-    (here 16): a Levenberg–Marquardt iteration, of cost $\propto P^2$, costs at most
-    $(1 + \Delta P/P)^2$ times as much (here $1.42\times$).
+    width=4, L=1`: $20 + 64 = 84$. `positional_encoding=True` is `"bias"` for this
+    family: a shift $G e_t$ of the first gradient layer's argument in each unit, $2nL$
+    parameters (here 4; a Levenberg–Marquardt iteration, of cost $\propto P^2$, costs at
+    most $(1 + \Delta P/P)^2 = 1.10\times$ as much). Its attention already sees the
+    positions, and the encoding in every gradient layer (`"bias-light"`, $2n \cdot 2n_s L$,
+    here 16: $1.42\times$) gained nothing where order matters and lost at equal wall
+    time on Hénon–Heiles at `width=12, L=2` (validation 1.32–1.84× in three seeds, against
+    0.92–1.18× for `"bias"`; `benchmarks/RESULTS.md`). Files saved before 2026-12-02 with
+    `positional_encoding=True` (then `"bias-light"`) load as `"bias-light"`.
 
     **Arguments:**
 
@@ -252,8 +260,8 @@ class LinearSymplecticTransformer(AbstractSymplecticTransformer):
     - `init_upper`: whether each group of gradient layers starts with a Q-layer
       (default `True`).
     - `positional_encoding`: `False` (default: no position signal), `True` (this family's
-      default placement, `"bias-light"`: a zero-initialised shift $G_l e_t$ of every
-      gradient layer's argument, $2n \cdot 2n_s L$ parameters; see
+      default placement, `"bias"`: a zero-initialised shift $G e_t$ of the first gradient
+      layer's argument in each unit, $2nL$ parameters; see
       [`AbstractSymplecticTransformer`][geomlearn.models.AbstractSymplecticTransformer])
       or a placement by name, `"bias"`, `"bias-light"`, `"bias-every-layer"`,
       `"input"`, `"scaled"` or `"conjugate"` (see the module documentation). Every placement keeps the structure
@@ -275,6 +283,8 @@ class LinearSymplecticTransformer(AbstractSymplecticTransformer):
     """
 
     seq_length: int = eqx.field(static=True)
+    #: `True` is `"bias"` here: the attention already sees the positions (measured; above).
+    default_placement: ClassVar[str] = "bias"
 
     def __init__(
         self,

@@ -20,7 +20,8 @@ preserves $\Omega = I_T \otimes \mathbb{J}$ (see `geomlearn.geometry`), for ever
 parameter value. `positional_encoding` lets every model see the order of the rows
 without changing its structure (`True` means a zero-initialised position bias with two
 features: `"bias-light"`, in every row-wise layer, for the standard and symplectic
-transformers; `"bias"`, once per unit, for the volume-preserving one;
+transformers; `"bias"`, once per unit, for the volume-preserving and the linear
+symplectic one;
 `"bias-every-layer"` the earlier bias design, eight features in every row-wise layer;
 `"input"`, `"scaled"` and `"conjugate"` translate the window);
 the placement becomes an object once, in the constructor (see
