@@ -245,8 +245,8 @@ class LinearSymplecticTransformer(AbstractSymplecticTransformer):
     positions, and the encoding in every gradient layer (`"bias-light"`, $2n \cdot 2n_s L$,
     here 16: $1.42\times$) gained nothing where order matters and lost at equal wall
     time on Hénon–Heiles at `width=12, L=2` (validation 1.32–1.84× in three seeds, against
-    0.92–1.18× for `"bias"`; `benchmarks/RESULTS.md`). Files saved before 2026-12-02 with
-    `positional_encoding=True` (then `"bias-light"`) load as `"bias-light"`.
+    0.58–1.18× for `"bias"`; `benchmarks/RESULTS.md`). Files of layout 2, saved with
+    `positional_encoding=True` when it meant `"bias-light"` here, load as `"bias-light"`.
 
     **Arguments:**
 
