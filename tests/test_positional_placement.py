@@ -13,6 +13,8 @@ permutation-equivariant. Also
 the two order-dependent benchmark systems and their period-aligned data sets.
 """
 
+import contextlib
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -540,25 +542,15 @@ def test_a_layout_1_file_with_the_flag_loads_as_the_layerwise_design(tmp_path, k
     they would not load."""
     model = random_module(lambda: make("ST", "bias-every-layer", key()), rng, 0.3)
     path = tmp_path / "old.geomlearn"
-    gl.save(path, model)
-    header, sections = _container.read_container(path)
-    assert header["layout"] == 2
-    header.pop("sections"), header.pop("layout")
-    header["config"]["positional_encoding"] = True
-    _container.write_container(path, header, sections)
+    written = _as_older_file(path, model, None, positional_encoding=True)
+    assert written == 2
     loaded = gl.load(path)
     assert loaded.positional_encoding == "bias-every-layer" and loaded.signal.layerwise()
     Z = normal(rng, (4, 4))
     np.testing.assert_array_equal(loaded(Z), model(Z))
-    saved = dict(_migrations.MIGRATIONS)
-    try:
-        del _migrations.MIGRATIONS[("SymplecticTransformer", 1)]
-        _migrations.LAYOUTS.pop("SymplecticTransformer")
+    with _without_migration("SymplecticTransformer", 1):
         with pytest.raises(PersistenceError, match="position_gains|shape"):
             gl.load(path)
-    finally:
-        _migrations.MIGRATIONS.update(saved)
-        _migrations.LAYOUTS["SymplecticTransformer"] = 2
 
 
 def test_a_layout_2_linear_symplectic_transformer_with_the_flag_loads_as_bias_light(
@@ -569,38 +561,49 @@ def test_a_layout_2_linear_symplectic_transformer_with_the_flag_loads_as_bias_li
     model = random_module(lambda: make("LST", "bias-light", key()), rng, 0.3)
     assert make("LST", True, key()).signal == signals.PLACEMENTS["bias"]
     path = tmp_path / "lst.geomlearn"
-    gl.save(path, model)
-    header, sections = _container.read_container(path)
-    assert header["layout"] == 3
-    header.pop("sections")
-    header["layout"] = 2
-    header["config"]["positional_encoding"] = True
-    _container.write_container(path, header, sections)
+    written = _as_older_file(path, model, 2, positional_encoding=True)
+    assert written == 3
     loaded = gl.load(path)
     assert loaded.positional_encoding == "bias-light" and loaded.signal.layerwise()
     Z = normal(rng, (4, 4))
     np.testing.assert_array_equal(loaded(Z), model(Z))
     # a file of layout 2 that named its placement is unchanged by the migration
-    gl.save(path, random_module(lambda: make("LST", "bias", key()), rng, 0.3))
-    header, sections = _container.read_container(path)
-    header.pop("sections")
-    header["layout"] = 2
-    _container.write_container(path, header, sections)
-    assert gl.load(path).positional_encoding == "bias"
+    named = tmp_path / "named.geomlearn"
+    _as_older_file(named, random_module(lambda: make("LST", "bias", key()), rng, 0.3), 2)
+    assert gl.load(named).positional_encoding == "bias"
     # negative control: without the migration the gains do not fit
-    gl.save(path, model)
-    header, sections = _container.read_container(path)
-    header.pop("sections")
-    header["layout"] = 2
-    header["config"]["positional_encoding"] = True
-    _container.write_container(path, header, sections)
-    saved = dict(_migrations.MIGRATIONS)
-    try:
-        del _migrations.MIGRATIONS[("LinearSymplecticTransformer", 2)]
-        _migrations.LAYOUTS["LinearSymplecticTransformer"] = 2
+    with _without_migration("LinearSymplecticTransformer", 2):
         # read as "bias", the file's 16 gains are more than the skeleton's 4
         with pytest.raises(PersistenceError, match="left over after reading every array"):
             gl.load(path)
+
+
+def _as_older_file(path, model, layout, **config):
+    """Save `model` at `path` as a file of `layout` (`None`: no layout recorded, as files
+    were written before layouts existed) with `config` entries replaced in its header;
+    returns the layout `gl.save` wrote."""
+    gl.save(path, model)
+    header, sections = _container.read_container(path)
+    written = header.pop("layout")
+    header.pop("sections")
+    if layout is not None:
+        header["layout"] = layout
+    header["config"].update(config)
+    _container.write_container(path, header, sections)
+    return written
+
+
+@contextlib.contextmanager
+def _without_migration(name, layout):
+    """While inside: `name`'s files are read as if `layout` were today's and its migration
+    from `layout` did not exist (both restored after)."""
+    migrations, layouts = dict(_migrations.MIGRATIONS), dict(_migrations.LAYOUTS)
+    try:
+        del _migrations.MIGRATIONS[(name, layout)]
+        _migrations.LAYOUTS[name] = layout
+        yield
     finally:
-        _migrations.MIGRATIONS.update(saved)
-        _migrations.LAYOUTS["LinearSymplecticTransformer"] = 3
+        _migrations.MIGRATIONS.clear()
+        _migrations.MIGRATIONS.update(migrations)
+        _migrations.LAYOUTS.clear()
+        _migrations.LAYOUTS.update(layouts)
