@@ -45,6 +45,7 @@ without / with ≥ 5.
     python -m benchmarks positional_encoding_lm --budget-s 60   # longer runs
     python -m benchmarks positional_encoding_lm --cases "henon_heiles ST"  # some pairs
     python -m benchmarks positional_encoding_lm --encodings True,bias      # both designs
+    python -m benchmarks positional_encoding_lm --seeds 0,1,2  # median over three seeds
 """
 
 from __future__ import annotations
@@ -200,7 +201,7 @@ def measure(settings: dict, ctx) -> dict:
     for case in _select(cases, settings["select"]):
         if case[0] not in data:
             data[case[0]] = _problem_data(case[0], settings["n_trajectories"])
-        for seed in range(settings["seeds"]):
+        for seed in _seeds(settings):
             without = _train(case, False, data[case[0]], settings["budget_s"], seed)
             for name in settings["encodings"]:  # each right after the run without
                 with_ = _train(case, _encoding(name), data[case[0]], settings["budget_s"], seed)
@@ -211,13 +212,45 @@ def measure(settings: dict, ctx) -> dict:
     return {"runs": runs}
 
 
-def _targets(settings, results) -> list:
-    out = []
+def _seeds(settings) -> list[int]:
+    """The initialisation seeds (a list; results recorded before `--seeds` hold a count)."""
+    seeds = settings["seeds"]
+    return list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+
+
+def _medians(settings, results) -> list[dict]:
+    """One row per case and encoding: the median over the seeds of the ratios with /
+    without, and their range (the runs of each seed are in the first table)."""
+    import numpy as np
+
+    groups: dict = {}
     for r in results["runs"]:
+        key = (r["problem"], r["family"], r["size"], r["trainer"], r["encoding"])
+        groups.setdefault(key, []).append(r)
+    rows = []
+    for (problem, family, size, trainer, encoding), runs in groups.items():
+        loss = [r["loss_ratio"] for r in runs]
+        val = [r["val_ratio"] for r in runs]
+        rows.append({
+            "problem": problem, "order": runs[0]["order"], "family": family, "size": size,
+            "trainer": trainer, "encoding": encoding, "n_seeds": len(runs),
+            "added": runs[0]["added"], "params": runs[0]["params"],
+            "loss_ratio": float(np.median(loss)),
+            "loss_range": f"{min(loss):.2f}–{max(loss):.2f}",
+            "val_ratio": float(np.median(val)),
+            "val_range": f"{min(val):.2f}–{max(val):.2f}",
+        })
+    return rows
+
+
+def _targets(settings, results) -> list:
+    """The goals, on the median over the seeds of each case."""
+    out = []
+    for r in _medians(settings, results):
         if r["trainer"] != "lm":
             continue
         name = (f"{r['problem']} {r['family']} {r['size']}, LM, {r['encoding']}, "
-                f"seed {r['seed']}")
+                f"median of {r['n_seeds']} seed(s)")
         if r["order"] == "yes":
             gain = 1.0 / r["val_ratio"]
             out.append(C.target(f"{name}: gain", "val(without) / val(with) ≥ 5", gain,
@@ -236,6 +269,8 @@ def _notes(settings, results) -> list:
          "each run follows one untimed epoch that compiles it."),
         (f"Budget {settings['budget_s']:g} s per run; each run with an encoding right after "
          "the run without."),
+        (f"Seeds {', '.join(str(s) for s in _seeds(settings))} (the model's initialisation "
+         "and the trainer's key); the second table has the median ratio over them."),
     ]
 
 
@@ -243,9 +278,9 @@ SPEC = Benchmark(
     name="positional_encoding_lm",
     description="positional encoding with / without at equal wall time, LM and Adam, "
                 "every transformer family, Markov and order-dependent problems",
-    full={"budget_s": 20.0, "seeds": 1, "cases": [list(c) for c in CASES], "select": None,
+    full={"budget_s": 20.0, "seeds": [0], "cases": [list(c) for c in CASES], "select": None,
           "n_trajectories": None, "encodings": ["True"]},
-    quick={"budget_s": 0.5, "seeds": 1, "cases": [list(c) for c in QUICK_CASES],
+    quick={"budget_s": 0.5, "seeds": [0], "cases": [list(c) for c in QUICK_CASES],
            "select": None, "n_trajectories": {"henon_heiles": 4, "parametric_pendulum": 4},
            "encodings": ["True"]},
     measure=measure,
@@ -261,7 +296,17 @@ SPEC = Benchmark(
          Column("loss_with", "with", ".3e"), Column("loss_ratio", "ratio", ".2f"),
          Column("val_without", "val loss without", ".3e"),
          Column("val_with", "with", ".3e"), Column("val_ratio", "ratio", ".2f")),
-        rows="runs"),),
+        rows="runs"),
+        Table(
+        "Median over the seeds of the ratio with / without ({budget_s:g} s per run)",
+        (Column("problem", "problem"), Column("order", "order matters"),
+         Column("family", "model"), Column("size", "size"), Column("trainer", "trainer"),
+         Column("encoding", "positional_encoding"), Column("params", "parameters"),
+         Column("added", "added", ".1%"), Column("n_seeds", "seeds"),
+         Column("loss_ratio", "train loss ratio", ".2f"), Column("loss_range", "range"),
+         Column("val_ratio", "val loss ratio", ".2f"), Column("val_range", "range")),
+        rows=_medians),
+    ),
     targets=_targets,
     notes=_notes,
     options=(
@@ -269,6 +314,8 @@ SPEC = Benchmark(
         Option("--encodings", str, "comma-separated placements compared with False "
                "(default True; e.g. 'True,bias' for both designs)",
                convert=lambda text: [e.strip() for e in text.split(",") if e.strip()]),
+        Option("--seeds", str, "comma-separated initialisation seeds (default 0)",
+               convert=lambda text: [int(v) for v in text.split(",") if v.strip()]),
         Option("--cases", str, "only the cases whose name has all these words, e.g. "
                "'henon_heiles ST lm' (comma-separated alternatives)", setting="select"),
     ),
