@@ -481,6 +481,36 @@ def test_positional_encoding_lm_quick(quick_runs):
     assert "| problem | order matters | model |" in quick_runs["positional_encoding_lm"]["stdout"]
 
 
+def test_positional_encoding_lm_judges_each_case_on_the_median_over_its_seeds():
+    from benchmarks import positional_encoding_lm as B
+
+    def run(problem, seed, loss_ratio, val_ratio, encoding="True"):
+        order = "yes" if B.PROBLEMS[problem] else "no (Markov)"
+        return {"problem": problem, "order": order, "family": "ST", "size": "default",
+                "trainer": "lm", "seed": seed, "encoding": encoding, "params": "70 → 86",
+                "added": 16 / 70, "loss_ratio": loss_ratio, "val_ratio": val_ratio}
+
+    runs = [run("henon_heiles", 0, 1.0, 1.0), run("henon_heiles", 1, 3.0, 1.1),
+            run("henon_heiles", 2, 1.1, 9.0), run("henon_heiles", 0, 2.0, 2.0, "bias"),
+            run("parametric_pendulum", 0, 0.1, 0.25), run("parametric_pendulum", 1, 0.1, 0.1),
+            run("parametric_pendulum", 2, 0.1, 0.3)]
+    settings = {"seeds": [0, 1, 2], "budget_s": 20.0}
+    rows = {(r["problem"], r["encoding"]): r for r in B._medians(settings, {"runs": runs})}
+    assert len(rows) == 3  # grouped by case and encoding
+    markov = rows[("henon_heiles", "True")]
+    assert markov["n_seeds"] == 3 and (markov["loss_ratio"], markov["val_ratio"]) == (1.1, 1.1)
+    assert (markov["loss_range"], markov["val_range"]) == ("1.00–3.00", "1.00–9.00")
+    assert rows[("henon_heiles", "bias")]["n_seeds"] == 1
+    targets = {t["target"]: t for t in B._targets(settings, {"runs": runs})}
+    cost = next(t for name, t in targets.items() if "henon_heiles ST default, LM, True" in name)
+    gain = next(t for name, t in targets.items() if "parametric_pendulum" in name)
+    # one bad seed does not decide a goal; the median does (1.1 ≤ 1.2; gain 1/0.25 = 4 < 5)
+    assert cost["met"] is True and cost["measured"] == pytest.approx(1.1)
+    assert gain["met"] is False and gain["measured"] == pytest.approx(4.0)
+    # results recorded before --seeds hold a count
+    assert B._seeds({"seeds": 2}) == [0, 1] and B._seeds({"seeds": [3, 5]}) == [3, 5]
+
+
 @pytest.mark.slow  # starts a process
 def test_report_renders_recorded_results(tmp_path):
     from benchmarks import _report
