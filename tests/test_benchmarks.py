@@ -529,3 +529,41 @@ def test_report_renders_recorded_results(tmp_path):
     assert "### A table" in md and "| 1.0 |" in md
     assert "| speed | ≤ 1 s | 2 s | NOT met | slow |" in md
     assert "## training_throughput" not in md  # no file, no section
+
+
+def test_the_position_amplitude_experiment_keeps_the_symplectic_transformer_symplectic(
+    monkeypatch,
+):
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from _helpers import normal, random_module
+
+    import geomlearn as gl
+    from benchmarks import position_amplitude_experiment as E
+    from geomlearn.geometry import symplecticity_residual
+    from geomlearn.models import symplectic_transformer as st
+
+    rng = np.random.default_rng(20261202)
+
+    def make():
+        return gl.SymplecticTransformer(2, n_sympnet=2, width=3, L=2,
+                                        positional_encoding="bias-light",
+                                        key=jax.random.PRNGKey(0), dtype=jnp.float64)
+
+    model = random_module(make, rng, 0.3)  # non-zero position gains
+    zeroed = eqx.tree_at(lambda m: m.position_gains, model,
+                         jax.tree_util.tree_map(jnp.zeros_like, model.position_gains))
+    Z = normal(rng, (4, 2), scale=0.5)
+    shifted, without_signal = model(Z), zeroed(Z)
+    monkeypatch.setattr(st, "_layer_bias", E._row_features)
+    monkeypatch.setattr(st, "gradient_layer_with_bias", E._amplitude)
+    amplified = model(Z)
+    assert float(jnp.max(jnp.abs(amplified - shifted))) > 1e-3  # another map
+    assert float(symplecticity_residual(model, Z)) <= 1e-12
+    # negative control: a position-dependent scaling of the rows in front is caught
+    factor = 1.0 + 0.3 * jnp.arange(4, dtype=Z.dtype)[:, None]
+    assert float(symplecticity_residual(lambda W: model(W * factor), Z)) > 1e-3
+    # zero gains: every amplitude is 1, the map without a position signal
+    assert float(jnp.max(jnp.abs(zeroed(Z) - without_signal))) <= 1e-15
