@@ -26,7 +26,8 @@ epoch, float64), and writes the losses to a JSON file.
     XLA_FLAGS=--xla_cpu_multi_thread_eigen=false taskset -c 0 \
         python -m benchmarks.position_amplitude_experiment fast_driven_pendulum --out DIR
 
-Recorded in `benchmarks/RESULTS.md` ("A row-dependent amplitude, an experiment").
+Recorded in `benchmarks/RESULTS.md` ("A row-dependent amplitude: an experiment, not a
+placement of the library").
 """
 
 from __future__ import annotations
