@@ -35,7 +35,8 @@ from geomlearn.systems import SYSTEMS, ForcedRigidBody, ParametricPendulum
 
 from _helpers import n_params, normal, random_module, randomize
 
-PLACEMENTS = ("input", "scaled", "conjugate", "bias", "bias-light", "bias-every-layer")
+PLACEMENTS = ("input", "scaled", "conjugate", "bias", "bias-light", "bias-every-layer",
+              "amplitude")
 # The object each placement name is turned into, once, in the model's constructor.
 SIGNALS = {
     "input": signals.InputTable,
@@ -44,6 +45,7 @@ SIGNALS = {
     "bias": signals.PositionBias,
     "bias-light": signals.PositionBias,
     "bias-every-layer": signals.PositionBias,
+    "amplitude": signals.PositionAmplitude,
 }
 STRUCTURE_TOL = 1e-12  # float64, as every structure test of the suite
 
@@ -98,7 +100,7 @@ def test_every_placement_keeps_the_structure(name, placement, signal, key, rng):
     # conditioning, as in the other structure tests).
     model = random_module(lambda: make(name, placement, key()), rng, 0.3)
     assert type(model.signal) is signal  # the placement object, chosen once
-    if placement.startswith("bias"):
+    if placement.startswith("bias") or placement == "amplitude":
         gains = jax.tree_util.tree_leaves(model.position_gains)
         assert gains and all(float(jnp.max(jnp.abs(g))) > 0.05 for g in gains)
     dim = 3 if name == "VPT" else 4
@@ -264,13 +266,17 @@ def test_placement_objects():
         assert jax.tree_util.tree_leaves(signal) == []  # no fields: a static option
     assert signals.parse_positional_encoding(np.bool_(True)) == (True, signals.PositionBias())
     assert signals.parse_positional_encoding(False) == (False, signals.NoSignal())
-    # Only the bias builds gains; only the translations build a table.
+    # Only the bias and the amplitude build gains (the amplitude one scalar per row,
+    # whatever row count a bias would take); only the translations build a table.
     rows = (3, (2,))
     for name, cls in SIGNALS.items():
         gains = cls().zero_gains(rows, jnp.float64, 5)
         encoder = cls().encoder(4)
         if name.startswith("bias"):
             assert gains[0].shape == (3, 5) and gains[1][0].shape == (2, 5)
+            assert not np.any(np.asarray(gains[0])) and encoder is None
+        elif name == "amplitude":
+            assert gains[0].shape == (1, 5) and gains[1][0].shape == (1, 5)
             assert not np.any(np.asarray(gains[0])) and encoder is None
         else:
             assert gains is None and encoder.dim == 4
@@ -280,7 +286,8 @@ def test_placement_objects():
 def test_wrong_placement_is_refused_naming_the_choices(name, key):
     for bad in ("front", "Bias", ""):
         with pytest.raises(ValueError, match=r"one of \('input', 'scaled', 'conjugate', "
-                                             r"'bias', 'bias-light', 'bias-every-layer'\), got " + repr(bad)):
+                                             r"'bias', 'bias-light', 'bias-every-layer', "
+                                             r"'amplitude'\), got " + repr(bad)):
             make(name, bad, key())
     with pytest.raises(TypeError, match="positional_encoding must be a bool"):
         make(name, None, key())
@@ -288,7 +295,8 @@ def test_wrong_placement_is_refused_naming_the_choices(name, key):
 
 def test_invalid_placement_names_the_choices(key):
     with pytest.raises(ValueError, match=r"one of \('input', 'scaled', 'conjugate', 'bias', "
-                                         r"'bias-light', 'bias-every-layer'\).*got 'front'"):
+                                         r"'bias-light', 'bias-every-layer', 'amplitude'\)"
+                                         r".*got 'front'"):
         gl.SymplecticTransformer(4, positional_encoding="front", key=key())
     with pytest.raises(TypeError, match="positional_encoding must be a bool"):
         gl.VolumePreservingTransformer(3, positional_encoding=1, key=key())
@@ -607,3 +615,80 @@ def _without_migration(name, layout):
         _migrations.MIGRATIONS.update(migrations)
         _migrations.LAYOUTS.clear()
         _migrations.LAYOUTS.update(layouts)
+
+
+# ------------------------------------------------------------- the position amplitude
+
+
+def test_the_amplitude_adds_two_parameters_per_row_wise_layer_whatever_the_width(key):
+    """`"amplitude"`: one gain of two features per gradient layer (symplectic), residual
+    layer (transformer, its linear ones too) or nonlinear triangular layer (VPT),
+    independent of the state dimension and the width."""
+    k = key()
+    for width, dim in ((5, 6), (40, 6), (5, 10)):
+        build = lambda pe, w=width, d=dim: gl.SymplecticTransformer(
+            d, n_sympnet=3, width=w, L=2, positional_encoding=pe, key=k)
+        plain = n_params(_skeleton(lambda: build(False)))
+        assert n_params(_skeleton(lambda: build("amplitude"))) - plain == 2 * (2 * 3) * 2
+    counts = [  # (build, gradient / residual / nonlinear layers)
+        (lambda pe: gl.LinearSymplecticTransformer(
+            4, 3, n_sympnet=1, width=7, L=3, positional_encoding=pe, key=k), 2 * 1 * 3),
+        # n_blocks=2: two nonlinear and one linear residual layer per unit
+        (lambda pe: gl.Transformer(
+            4, L=3, n_blocks=2, transformer_dim=6, positional_encoding=pe, key=k), 3 * 3),
+        # n_blocks=2: four nonlinear layers per unit (a lower and an upper per block)
+        (lambda pe: gl.VolumePreservingTransformer(
+            5, n_blocks=2, L=3, positional_encoding=pe, key=k), 4 * 3),
+    ]
+    for build, layers in counts:
+        plain = n_params(_skeleton(lambda b=build: b(False)))
+        assert n_params(_skeleton(lambda b=build: b("amplitude"))) - plain == 2 * layers
+
+
+@pytest.mark.parametrize("name", ["ST", "LST", "VPT", "TF"])
+def test_the_amplitude_starts_as_the_plain_model_and_its_gains_act(name, key, rng):
+    k = key()
+    plain, encoded = make(name, False, k), make(name, "amplitude", k)
+    gains = jax.tree_util.tree_leaves(encoded.position_gains)
+    assert gains and all(g.shape == (1, 2) and not np.any(np.asarray(g)) for g in gains)
+    Z = normal(rng, (4, 3 if name == "VPT" else 4))
+    np.testing.assert_array_equal(encoded(Z), plain(Z))  # h_t = 1 at initialisation
+    moved = eqx.tree_at(lambda m: m.position_gains, encoded,
+                        jax.tree_util.tree_map(lambda g: g + 0.5, encoded.position_gains))
+    assert float(jnp.max(jnp.abs(moved(Z) - plain(Z)))) > 1e-3
+    grads = eqx.filter_grad(lambda m: jnp.sum((m(Z) - 1.0) ** 2))(encoded)
+    assert all(float(jnp.max(jnp.abs(g))) > 0
+               for g in jax.tree_util.tree_leaves(grads.position_gains))
+
+
+def test_the_amplitude_scales_a_gradient_layers_increment_by_one_plus_g_dot_e(key, rng):
+    """One unit, one gradient layer after each attention; the attention matrices and the
+    second layer's `a` set to zero, so the map is `q_t += h_t ∇V(p_t)` with the first
+    layer's potential V: the ratio of the increments with and without the amplitude is
+    h_t = 1 + g·e_t, e_t = (sin t, cos t) centred — computed here from its definition."""
+    k = key()
+    build = lambda pe: gl.SymplecticTransformer(4, n_sympnet=1, width=3, L=1,
+                                                positional_encoding=pe, key=k,
+                                                dtype=jnp.float64)
+
+    def strip(model):
+        attention = [i for i, layer in enumerate(model.layers)
+                     if not isinstance(layer, (GradientLayerQ, GradientLayerP))]
+        for i in attention:
+            model = eqx.tree_at(lambda m, i=i: m.layers[i].weights, model,
+                                jnp.zeros_like(model.layers[i].weights))
+        return eqx.tree_at(lambda m: m.layers[3].a, model, jnp.zeros_like(model.layers[3].a))
+
+    plain, encoded = strip(build(False)), strip(build("amplitude"))
+    g = jnp.asarray([[0.7, -0.4]])
+    encoded = eqx.tree_at(lambda m: m.position_gains, encoded, (g, jnp.zeros((1, 2))))
+    T = 6
+    Z = normal(rng, (T, 4))
+    t = np.arange(T, dtype=float)
+    E = np.stack([np.sin(t), np.cos(t)], axis=1)
+    h = 1.0 + (E - E.mean(axis=0)) @ np.asarray(g[0])
+    base, scaled = plain(Z) - Z, encoded(Z) - Z
+    assert float(jnp.max(jnp.abs(base[:, :2]))) > 1e-2  # the q-increment is not trivial
+    np.testing.assert_allclose(scaled[:, :2], h[:, None] * base[:, :2], rtol=1e-12,
+                               atol=1e-14)
+    np.testing.assert_array_equal(scaled[:, 2:], 0.0)  # p is unchanged

@@ -16,6 +16,7 @@ exactly, for every parameter value:
 | `"bias"` (`True` of the VPT and the linear symplectic transformer) | `PositionBias()` | a bias $G e_t$ of row $t$, once per unit, with $m = 2$ features |
 | `"bias-light"` (`True` of the (matrix-softmax) symplectic and the standard transformer) | `PositionBias(2, every_layer=True)` | two features in every row-wise layer (the symplectic transformers: a shift of each gradient layer's argument) |
 | `"bias-every-layer"` | `PositionBias(8, every_layer=True, shift=False)` | a bias $G e_t$ in every row-wise layer, $m = 8$ (the earlier bias design, what `True` meant in files of layout 1, which load as it) |
+| `"amplitude"` | `PositionAmplitude()` | the increment of every row-wise layer scaled by $h_t = 1 + g^\top e_t$ on row $t$, two parameters per layer |
 
 The string (or bool) is turned into its object once, in the model's constructor
 (`parse_positional_encoding`), and the model asks the object; it never compares the
@@ -44,6 +45,18 @@ standard transformers need (measured: docs/concepts/positional_encoding.md), at 
 parameters per gradient layer (a shift of its argument, whatever its width).
 `PositionBias(8, every_layer=True, shift=False)` (`"bias-every-layer"`) is the earlier
 bias design, a gain of eight features in every row-wise layer.
+
+**The position amplitude.** `PositionAmplitude()` (`"amplitude"`) does not move a
+layer's argument; it scales its increment on row $t$ by the step
+$h_t = 1 + g_l^\top e_t$ (`position_amplitude`), with one gain $g_l \in \mathbb{R}^2$
+per row-wise layer $l$, whatever the state dimension and width: two parameters per layer.
+A gradient layer with a step $h_t$ is still the gradient of the potential
+$h_t \sum_i a_i \Sigma\big((Kx + b)_i\big)$ of its unchanged half (a symplectic
+shear), a triangular layer $x + h_t\,\sigma(Wx + b)$ still has a unit triangular
+Jacobian, and $h_t$ depends on the row's index only, never on the state. A forcing that
+modulates the strength of a potential — the driven pendulum's
+$(1 + \varepsilon\cos\Omega t)(1 - \cos q)$ — is of this form. The gains start at
+zero ($h_t = 1$: the model without encoding).
 """
 
 from __future__ import annotations
@@ -66,6 +79,7 @@ __all__ = [
     "ScaledTable",
     "Conjugate",
     "PositionBias",
+    "PositionAmplitude",
     "PLACEMENTS",
     "DEFAULT_PLACEMENT",
     "N_POSITION_FEATURES",
@@ -73,6 +87,7 @@ __all__ = [
     "SCALED_AMPLITUDE",
     "parse_positional_encoding",
     "position_bias",
+    "position_amplitude",
     "gradient_layer_with_bias",
     "resnet_layer_with_bias",
 ]
@@ -111,6 +126,12 @@ def position_bias(gain, T: int):
     return E @ gain.T
 
 
+def position_amplitude(gain, T: int):
+    r"""The per-row step $h_t = 1 + g^\top e_t$, shape `(T,)`, of a gain `(1, m)` (in
+    the gain's dtype): the factor `"amplitude"` scales a row-wise layer's increment by."""
+    return 1 + position_bias(gain, T)[:, 0]
+
+
 def gradient_layer_with_bias(layer, z, c):
     r"""A gradient layer with its bias $b$ replaced by $b + c$ for one point `z`.
 
@@ -119,14 +140,21 @@ def gradient_layer_with_bias(layer, z, c):
     return eqx.tree_at(lambda l: l.b, layer, layer.b + c)(z)
 
 
-def resnet_layer_with_bias(layer, Z, C):
-    r"""A residual layer $x_t \mapsto x_t + \sigma(W x_t + b + c_t)$ on every row $t$."""
+def resnet_layer_with_bias(layer, Z, C=None, H=None):
+    r"""A residual layer $x_t \mapsto x_t + h_t\,\sigma(W x_t + b + c_t)$ on every row
+    $t$: with the biases `C` `(T, width)` and the steps `H` `(T,)` (`None`: $c_t = 0$,
+    $h_t = 1$)."""
     dtype = Z.dtype
     sigma = resolve_activation(layer.activation)
     pre = Z @ layer.weight.astype(dtype).T
     if layer.bias is not None:
         pre = pre + layer.bias.astype(dtype)[None, :]
-    return Z + sigma(pre + C.astype(dtype))
+    if C is not None:
+        pre = pre + C.astype(dtype)
+    increment = sigma(pre)
+    if H is not None:
+        increment = H.astype(dtype)[:, None] * increment
+    return Z + increment
 
 
 # --------------------------------------------------------------------------------------
@@ -161,6 +189,12 @@ class AbstractPositionSignal(eqx.Module):
     def shifts_argument(self) -> bool:
         r"""Whether a gradient layer takes the bias as a shift $G e_t \in \mathbb{R}^n$ of
         its argument ($K G e_t$ in its pre-activation) rather than as $G e_t$ itself."""
+        return False
+
+    def scales_increment(self) -> bool:
+        r"""Whether the position enters as a step $h_t = 1 + g^\top e_t$ scaling the
+        selected layers' increments (gains `(1, m)`, `position_amplitude`) rather than as
+        a bias."""
         return False
 
     @abc.abstractmethod
@@ -249,6 +283,37 @@ class PositionBias(_AbstractRowSignal):
         return jax.tree_util.tree_map(lambda r: jnp.zeros((r, m), dtype), rows)
 
 
+class PositionAmplitude(_AbstractRowSignal):
+    r"""The position amplitude (`"amplitude"`): every row-wise layer the model names
+    ($x_t \mapsto x_t + f(x_t)$, a gradient, triangular or residual layer) becomes
+    $x_t \mapsto x_t + h_t\,f(x_t)$ on row $t$, with the step
+    $h_t = 1 + g_l^\top e_t$ (`position_amplitude`), the centred sinusoidal features
+    $e_t \in \mathbb{R}^m$ and a gain $g_l \in \mathbb{R}^m$ per layer (stored as
+    `(1, m)`) initialised to zero: $m$ parameters per layer, independent of the state
+    dimension and the width. A step that depends on the row only keeps a gradient layer
+    a symplectic shear and a triangular layer volume-preserving.
+
+    **Fields** (static): `features` ($m \ge 1$, default 2)."""
+
+    features: int = eqx.field(static=True, default=N_POSITION_FEATURES)
+
+    def select(self, candidates) -> tuple:
+        """Every candidate layer of a unit takes an amplitude."""
+        return tuple(candidates)
+
+    def layerwise(self) -> bool:
+        return True
+
+    def scales_increment(self) -> bool:
+        return True
+
+    def zero_gains(self, rows, dtype, m: int | None = None):
+        """Zero gains `(1, m)`, one per entry of the pytree `rows` (its values, the row
+        counts a bias would need, do not matter: a step is one scalar per row)."""
+        m = self.features if m is None else m
+        return jax.tree_util.tree_map(lambda r: jnp.zeros((1, m), dtype), rows)
+
+
 class InputTable(_AbstractTranslation):
     r"""The table in front (`"input"`): $Z \mapsto F(Z + P)$ with the sinusoidal table
     $P$ of base $10^4$."""
@@ -319,6 +384,7 @@ PLACEMENTS: dict[str, AbstractPositionSignal] = {
     "bias": PositionBias(),
     "bias-light": PositionBias(N_POSITION_FEATURES, every_layer=True),
     "bias-every-layer": PositionBias(N_LAYERWISE_FEATURES, every_layer=True, shift=False),
+    "amplitude": PositionAmplitude(),
 }
 #: What `positional_encoding=True` means unless a model family names its own
 #: (`default_placement`: the symplectic and standard transformers take `"bias-light"`; the

@@ -38,6 +38,7 @@ from ..layers._position_signal import (
     AbstractPositionSignal,
     gradient_layer_with_bias,
     parse_positional_encoding,
+    position_amplitude,
     position_bias,
 )
 from ..layers.attention import (
@@ -90,17 +91,22 @@ def _layer_bias(layer, gain, T: int, through_argument: bool):
     return C @ layer.K.astype(C.dtype).T if through_argument else C
 
 
-def _apply_symplectic_stack(layers, Z, gains=(), biased=(), through_argument=False):
-    """The stack on a window; the gradient layers numbered in `biased` (counting gradient
-    layers only) get the position bias of row $t$ in their pre-activation, from the gains
-    in `gains` (one per biased layer, in order; see `_layer_bias`)."""
+def _apply_symplectic_stack(layers, Z, gains=(), biased=(), through_argument=False,
+                            amplitude=False):
+    r"""The stack on a window; the gradient layers numbered in `biased` (counting
+    gradient layers only) get the position signal of row $t$ from the gains in `gains`
+    (one per such layer, in order): a bias in their pre-activation (see `_layer_bias`),
+    or with `amplitude` the step $h_t = 1 + g^\top e_t$ scaling their increment."""
     gain_of = dict(zip(biased, gains or ()))
     k = 0
     for layer in layers:  # a short fixed stack of different layers
         if not _is_gradient_layer(layer):
             Z = layer(Z)  # attention: acts on the whole window
             continue
-        if k in gain_of:
+        if k in gain_of and amplitude:
+            # A gradient layer's second argument is its step: it scales the increment.
+            Z = jax.vmap(layer)(Z, position_amplitude(gain_of[k], Z.shape[0]).astype(Z.dtype))
+        elif k in gain_of:
             C = _layer_bias(layer, gain_of[k], Z.shape[0], through_argument)
             Z = jax.vmap(lambda z, c, layer=layer: gradient_layer_with_bias(layer, z, c))(Z, C)
         else:
@@ -205,8 +211,10 @@ class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
         self.layers = tuple(layers)
         self.encoder = self.signal.encoder(self.dim)
         # A shift of a gradient layer's argument has a gain G ∈ R^{n×m}; the earlier
-        # design ("bias-every-layer") biases each gradient layer directly, G ∈ R^{w×m}.
+        # design ("bias-every-layer") biases each gradient layer directly, G ∈ R^{w×m};
+        # an amplitude is one scalar per row, g ∈ R^{1×m}.
         rows = self.dim // 2 if self.signal.shifts_argument() else self.width
+        rows = 1 if self.signal.scales_increment() else rows
         biased = _biased_gradient_layers(self.signal, self.L, n_s)
         self.position_gains = self.signal.zero_gains(tuple(rows for _ in biased), dtype)
 
@@ -217,6 +225,7 @@ class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
             self.layers, Z, self.position_gains,
             _biased_gradient_layers(self.signal, self.L, self.n_sympnet),
             through_argument=self.signal.shifts_argument(),
+            amplitude=self.signal.scales_increment(),
         )
         return self.signal.decode(self.encoder, Z)
 

@@ -44,6 +44,7 @@ from .._validation import check_bool as _check_bool
 from ..layers._position_signal import (
     AbstractPositionSignal,
     parse_positional_encoding,
+    position_amplitude,
     position_bias,
     resnet_layer_with_bias,
 )
@@ -237,9 +238,14 @@ class Transformer(AbstractTransformerIntegrator):
         # One gain for the input of the first attention layer (so attention sees the
         # positions too; every later layer is residual and carries it on), and with
         # `"bias-light"` or `"bias-every-layer"` one per residual layer besides.
+        # `"amplitude"` scales the increment of every residual layer instead (one scalar
+        # per row, no input gain).
         n_resnet = sum(isinstance(layer, ResNetLayer) for layer in self.layers)
-        n_gains = 1 + (n_resnet if self.signal.layerwise() else 0)
-        self.position_gains = self.signal.zero_gains((D,) * n_gains, dtype)
+        if self.signal.scales_increment():
+            self.position_gains = self.signal.zero_gains((1,) * n_resnet, dtype)
+        else:
+            n_gains = 1 + (n_resnet if self.signal.layerwise() else 0)
+            self.position_gains = self.signal.zero_gains((D,) * n_gains, dtype)
 
     def __call__(self, Z: Float[Array, "T dim"]) -> Float[Array, "T dim"]:
         check_model_window("Transformer", Z, self.dim)
@@ -247,11 +253,15 @@ class Transformer(AbstractTransformerIntegrator):
         if self.lift is not None:
             Z = self.lift(Z)
         gains = () if self.position_gains is None else self.position_gains
-        if gains:
+        amplitude = self.signal.scales_increment()
+        if gains and not amplitude:
             Z = Z + position_bias(gains[0], Z.shape[0]).astype(Z.dtype)
-        k = 1
+        k = 0 if amplitude else 1
         for layer in self.layers:  # a short fixed stack of different layers
-            if k < len(gains) and isinstance(layer, ResNetLayer):
+            if k < len(gains) and isinstance(layer, ResNetLayer) and amplitude:
+                Z = resnet_layer_with_bias(layer, Z, H=position_amplitude(gains[k], Z.shape[0]))
+                k += 1
+            elif k < len(gains) and isinstance(layer, ResNetLayer):
                 Z = resnet_layer_with_bias(layer, Z, position_bias(gains[k], Z.shape[0]))
                 k += 1
             else:

@@ -21,12 +21,8 @@ from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_bool as _check_bool
 from .._validation import check_floating, check_int, check_last_dim, float_dtype
-from ..layers._linalg import small_matmul, triangular_matrix
-from ..layers._position_signal import (
-    AbstractPositionSignal,
-    parse_positional_encoding,
-    position_bias,
-)
+from ..layers._linalg import small_matmul
+from ..layers._position_signal import AbstractPositionSignal, parse_positional_encoding
 from ..layers._vp_attention import AbstractWeighting, weighting_from
 from ..layers.positional import PositionalEncoding
 from ..layers._fused_shears import fuse_shears
@@ -36,6 +32,11 @@ from ..layers.volume_preserving import (
     VolumePreservingUpperLayer,
 )
 from ._integrators import AbstractFeedForwardIntegrator, AbstractTransformerIntegrator
+from ._vp_position import (
+    feedforward_inverse_with_position,
+    feedforward_with_position,
+    signal_layers,
+)
 
 __all__ = ["VolumePreservingFeedForward", "VolumePreservingTransformer"]
 
@@ -208,68 +209,6 @@ class VolumePreservingFeedForward(AbstractFeedForwardIntegrator):
         return z
 
 
-def _biased_layers(ff: VolumePreservingFeedForward, signal: AbstractPositionSignal) -> tuple:
-    """Indices of the layers of `ff` that take a position bias: of its layers with a bias,
-    those `signal.select` names — for the default `"bias"` the **first** (the first
-    nonlinear layer, or a linear layer with a bias before it).
-
-    One biased layer per unit, not all of them: a gain in every biased layer made each
-    Levenberg–Marquardt iteration markedly dearer and converged slower on a Markov
-    problem, while one gain of two features per unit still lets the model use the order
-    (benchmarks/RESULTS.md)."""
-    return signal.select(i for i, layer in enumerate(ff.layers) if layer.bias is not None)
-
-
-def _feedforward_with_bias(ff: VolumePreservingFeedForward, Z, gains, signal):
-    r"""`ff` on a window `(T, d)` with a position bias in the layers `_biased_layers`
-    names: $x_t \mapsto x_t + \sigma(W x_t + b + G e_t)$ on each row $t$ (a nonlinear
-    layer) or $x_t \mapsto x_t + W x_t + b + G e_t$ (a linear layer with a bias); `gains`
-    holds one $G$ per such layer, in order. $W$ is strictly triangular, so every row's Jacobian is
-    still unit triangular: the volume is preserved for every parameter value."""
-    dtype = Z.dtype
-    T = Z.shape[0]
-    biases = dict(zip(_biased_layers(ff, signal), gains))
-    affine = None
-    for i, layer in enumerate(ff.layers):
-        if layer.activation is None:  # runs of linear layers: one affine map, as in `ff`
-            Mt, c = layer.affine_map(dtype, None)
-            c = c[None, :]
-            if i in biases:
-                c = c + position_bias(biases[i], T).astype(dtype)
-            affine = (Mt, c) if affine is None else (small_matmul(affine[0], Mt), small_matmul(affine[1], Mt) + c)
-            continue
-        if affine is not None:
-            Z = small_matmul(Z, affine[0]) + affine[1]
-            affine = None
-        Wt = triangular_matrix(layer.weight.astype(dtype), layer.dim, layer.is_lower, transpose=True)
-        pre = small_matmul(Z, Wt) + layer.bias_term(dtype, Z.ndim)
-        if i in biases:
-            pre = pre + position_bias(biases[i], T).astype(dtype)
-        Z = Z + layer.activation_fn()(pre)
-    if affine is not None:
-        Z = small_matmul(Z, affine[0]) + affine[1]
-    return Z
-
-
-def _feedforward_inverse_with_bias(ff: VolumePreservingFeedForward, Y, gains, signal):
-    """The exact inverse of `_feedforward_with_bias`: each layer is inverted row by row
-    with its bias `b + G e_t` (substitution, as `layer.inverse`)."""
-    biases = {
-        i: position_bias(g, Y.shape[0]) for i, g in zip(_biased_layers(ff, signal), gains)
-    }
-    for i in reversed(range(len(ff.layers))):
-        layer = ff.layers[i]
-        if i not in biases:
-            Y = layer.inverse(Y)
-        else:
-            Y = jax.vmap(
-                lambda y, c, layer=layer: eqx.tree_at(
-                    lambda l: l.bias, layer, layer.bias + c
-                ).inverse(y)
-            )(Y, biases[i])
-    return Y
-
-
 class _StructureOfWeighting:
     """`structure` of the transformer: `"volume"` for the class and for skew instances,
     `"none"` for an instance with `weighting="arbitrary"` (which does not preserve
@@ -419,7 +358,7 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
         self.feedforward = tuple(feedforward)
         self.encoder = self.signal.encoder(self.dim)
         rows = tuple(
-            tuple(self.dim for _ in _biased_layers(ff, self.signal)) for ff in self.feedforward
+            tuple(self.dim for _ in signal_layers(ff, self.signal)) for ff in self.feedforward
         )
         self.position_gains = self.signal.zero_gains(rows, dtype)
 
@@ -444,7 +383,7 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
             if self.position_gains is None:
                 Z = feedforward(Z)
             else:
-                Z = _feedforward_with_bias(feedforward, Z, self.position_gains[u], self.signal)
+                Z = feedforward_with_position(feedforward, Z, self.position_gains[u], self.signal)
         return self.signal.decode(self.encoder, Z)
 
     def inference_form(self):
@@ -476,7 +415,7 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
             if self.position_gains is None:
                 Y = self.feedforward[u].inverse(Y)
             else:
-                Y = _feedforward_inverse_with_bias(
+                Y = feedforward_inverse_with_position(
                     self.feedforward[u], Y, self.position_gains[u], self.signal)
             Y = self.attention[u].inverse(Y)
         return self.signal.undo_encode(self.encoder, Y)
