@@ -1,13 +1,15 @@
 """Placements of the positional encoding in the transformer integrators.
 
 Every placement keeps the structure exactly (float64 residual ≤ 1e-12, with a negative
-control that must fail); `positional_encoding=True` is the zero-initialised position
-bias with two features — once per unit for the VPT and the linear symplectic
-transformer (`"bias"`), in every row-wise layer for the symplectic transformer (a shift
-of each gradient layer's argument) and the standard transformer (`"bias-light"`) — and
-files of the earlier bias design (eight features in every layer) load as
-`"bias-every-layer"`, the linear symplectic transformer's of layout 2 with `True` as
-`"bias-light"`; at initialisation it is the model without encoding; with it the
+control that must fail); `positional_encoding=True` is a zero-initialised position
+signal with two features — a bias once per unit for the VPT (`"bias"`), in every
+residual layer for the standard transformer (`"bias-light"`), a row-dependent step
+scaling every gradient layer's increment for the symplectic transformers
+(`"amplitude"`) — and files of the earlier bias design (eight features in every layer)
+load as `"bias-every-layer"`, the symplectic transformers' of layout 2 with `True` as
+`"bias-light"`, the linear one's of layout 3 as `"bias"`; at initialisation it is the
+model without
+encoding; with it the
 symplectic transformer sees the order of the rows, without it it is
 permutation-equivariant. Also
 the two order-dependent benchmark systems and their period-aligned data sets.
@@ -236,14 +238,14 @@ def test_placement_is_a_stored_constructor_argument(key, tmp_path):
 
 @pytest.mark.parametrize("name", ["ST", "LST", "VPT", "TF"])
 def test_true_is_the_bias_placement_object(name, key, rng):
-    # True means the family's measured default: "bias" (once per unit) for the VPT and
-    # the linear symplectic transformer, "bias-light" (every row-wise layer) for the
-    # symplectic and standard transformers.
-    default = "bias" if name in ("VPT", "LST") else "bias-light"
+    # True means the family's measured default: "bias" (once per unit) for the VPT,
+    # "amplitude" for the symplectic transformers, "bias-light" (every row-wise layer)
+    # for the standard transformer.
+    default = {"VPT": "bias", "LST": "amplitude", "ST": "amplitude", "TF": "bias-light"}[name]
     k = key()
     true, bias = make(name, True, k), make(name, default, k)
     assert type(true).default_placement == default
-    assert type(true.signal) is type(bias.signal) is signals.PositionBias
+    assert type(true.signal) is type(bias.signal) is SIGNALS[default]
     assert true.signal == bias.signal and hash(true.signal) == hash(bias.signal)
     # The stored argument stays what was given (the saved files and the CLI read it).
     assert true.positional_encoding is True and bias.positional_encoding == default
@@ -375,8 +377,8 @@ def test_the_position_biases_add_the_documented_parameter_counts(key):
     """`"bias"` adds 2nL (symplectic, dim 2n), 2D (Transformer) and 2dL (VPT)
     parameters; `"bias-light"` 2n (symplectic) or 2 × rows per row-wise layer;
     `"bias-every-layer"` the earlier bias design's 8 per gain row of every row-wise
-    layer; `True` is `"bias-light"` but for the VPT and the linear symplectic
-    transformer (`"bias"`)."""
+    layer; `True` is `"bias"` for the VPT, `"amplitude"` for the symplectic
+    transformers, `"bias-light"` for the standard one."""
     k = key()
     st = lambda pe, L=2, w=5: gl.SymplecticTransformer(
         6, n_sympnet=3, width=w, L=L, positional_encoding=pe, key=k)
@@ -397,20 +399,24 @@ def test_the_position_biases_add_the_documented_parameter_counts(key):
         assert n_params(_skeleton(lambda b=build: b("bias"))) - plain == added
         assert n_params(_skeleton(lambda b=build: b("bias-light"))) - plain == light
         true = n_params(_skeleton(lambda b=build: b(True))) - plain
-        assert true == (added if build in (vpt, lst) else light)
+        # the amplitude: two per gradient layer (ST: 2 n_s L = 12 layers, LST: 6)
+        amplitude = {st: 2 * 2 * 3 * 2, lst: 2 * 2 * 1 * 3}
+        assert true == {vpt: added, tf: light, **amplitude}[build]
         assert n_params(_skeleton(lambda b=build: b("bias-every-layer"))) - plain == layerwise
-    # the widths of the gradient layers do not enter: the shift is of their argument
-    wide = [n_params(_skeleton(lambda pe=pe: st(pe, w=40))) for pe in (False, "bias", True)]
-    assert (wide[1] - wide[0], wide[2] - wide[0]) == (2 * 3 * 2, 2 * 3 * (2 * 3) * 2)
+    # the widths of the gradient layers do not enter: the shift is of their argument,
+    # the amplitude one scalar per row
+    wide = [n_params(_skeleton(lambda pe=pe: st(pe, w=40)))
+            for pe in (False, "bias", "bias-light", True)]
+    assert ([w - wide[0] for w in wide[1:]]
+            == [2 * 3 * 2, 2 * 3 * (2 * 3) * 2, 2 * (2 * 3) * 2])
 
 
 def test_at_the_command_lines_default_sizes_the_cost_in_parameters(key):
     """Every transformer of the command line, at its default size, on every system it can
     train on: `"bias"` (once per unit) adds ≤ 10 % of the parameters (LM cost ∝ P²:
-    ≤ 1.21×); `True` (`"bias-light"`, every layer, but for the VPT and the linear
-    symplectic transformer) less than half (at
-    most 42 %: the transformer at d = 2) and less than a third of what the earlier design
-    added."""
+    ≤ 1.21×); `True` (every layer for the symplectic and the standard transformer)
+    less than half (at most 42 %: the standard transformer at d = 2) and less than a third
+    of what the earlier design added."""
     k, checked = key(), 0
     for spec in MODELS.values():
         if not spec.windows:
@@ -520,7 +526,7 @@ def test_the_linear_symplectic_transformer_shares_the_design(key, rng):
 
 
 def test_bias_light_shifts_the_argument_of_every_gradient_layer(key, rng):
-    model = random_module(lambda: make("ST", True, key()), rng, 0.5)
+    model = random_module(lambda: make("ST", "bias-light", key()), rng, 0.5)
     assert model.signal == signals.PLACEMENTS["bias-light"]
     assert len(model.position_gains) == 2 * model.n_sympnet * model.L
     assert all(g.shape == (2, 2) for g in model.position_gains)
@@ -551,7 +557,7 @@ def test_a_layout_1_file_with_the_flag_loads_as_the_layerwise_design(tmp_path, k
     model = random_module(lambda: make("ST", "bias-every-layer", key()), rng, 0.3)
     path = tmp_path / "old.geomlearn"
     written = _as_older_file(path, model, None, positional_encoding=True)
-    assert written == 2
+    assert written == _migrations.file_layout("SymplecticTransformer") == 3
     loaded = gl.load(path)
     assert loaded.positional_encoding == "bias-every-layer" and loaded.signal.layerwise()
     Z = normal(rng, (4, 4))
@@ -561,28 +567,34 @@ def test_a_layout_1_file_with_the_flag_loads_as_the_layerwise_design(tmp_path, k
             gl.load(path)
 
 
-def test_a_layout_2_linear_symplectic_transformer_with_the_flag_loads_as_bias_light(
-        tmp_path, key, rng):
-    """Files written when `True` meant `"bias-light"` for the linear symplectic
-    transformer (layout 2) load as `"bias-light"` with the same map; today `True` is
-    `"bias"` for it, and without the migration such a file would not load."""
-    model = random_module(lambda: make("LST", "bias-light", key()), rng, 0.3)
-    assert make("LST", True, key()).signal == signals.PLACEMENTS["bias"]
-    path = tmp_path / "lst.geomlearn"
-    written = _as_older_file(path, model, 2, positional_encoding=True)
-    assert written == 3
+@pytest.mark.parametrize("name, cls, layout, held", [
+    ("LST", "LinearSymplecticTransformer", 3, "bias"),
+    ("LST", "LinearSymplecticTransformer", 2, "bias-light"),  # through layout 3's strip
+    ("ST", "SymplecticTransformer", 2, "bias-light"),
+])
+def test_an_older_symplectic_transformer_file_with_the_flag_loads_as_what_it_held(
+        name, cls, layout, held, tmp_path, key, rng):
+    """Files written when `True` meant `held` for a symplectic transformer (`"bias-light"`
+    in layout 2, `"bias"` for the linear one in layout 3) load as `held`, by name, with
+    the same map; today `True` is `"amplitude"` for both, and without the migration such
+    a file would not load."""
+    model = random_module(lambda: make(name, held, key()), rng, 0.3)
+    assert make(name, True, key()).signal == signals.PLACEMENTS["amplitude"]
+    path = tmp_path / "old.geomlearn"
+    written = _as_older_file(path, model, layout, positional_encoding=True)
+    assert written == _migrations.file_layout(cls) == {"ST": 3, "LST": 4}[name]
     loaded = gl.load(path)
-    assert loaded.positional_encoding == "bias-light" and loaded.signal.layerwise()
+    assert loaded.positional_encoding == held and loaded.signal == signals.PLACEMENTS[held]
     Z = normal(rng, (4, 4))
     np.testing.assert_array_equal(loaded(Z), model(Z))
-    # a file of layout 2 that named its placement is unchanged by the migration
+    # a file of an older layout that named its placement is unchanged by the migrations
     named = tmp_path / "named.geomlearn"
-    _as_older_file(named, random_module(lambda: make("LST", "bias", key()), rng, 0.3), 2)
+    _as_older_file(named, random_module(lambda: make(name, "bias", key()), rng, 0.3), layout)
     assert gl.load(named).positional_encoding == "bias"
-    # negative control: without the migration the gains do not fit
-    with _without_migration("LinearSymplecticTransformer", 2):
-        # read as "bias", the file's 16 gains are more than the skeleton's 4
-        with pytest.raises(PersistenceError, match="left over after reading every array"):
+    # negative control: without the migration the gains do not fit (read as today's
+    # `True`, the file's gains of shape (2, 2) are not the skeleton's (1, 2))
+    with _without_migration(cls, layout):
+        with pytest.raises(PersistenceError, match="left over after reading every array|shape"):
             gl.load(path)
 
 

@@ -6,8 +6,9 @@ record one, which is what every file written before layouts were recorded holds)
 class whose arrays change (a new parameter, a leaf removed or reshaped) gets the next
 layout number here, and a migration from the previous one:
 
-- `strip(skeleton)`: today's skeleton turned into the old layout, so that the file's
-  records are read into it (e.g. a parameter the old files lack replaced by `None`);
+- `strip(skeleton, header)`: today's skeleton turned into the old layout, so that the
+  file's records are read into it (e.g. a parameter the old files lack replaced by
+  `None`); `header` is the file's record of the model (its `config` as saved);
 - `fill(model)`: the model read that way brought to today's layout (the missing
   parameter at the value a fresh model starts from).
 
@@ -40,7 +41,7 @@ class Migration:
     fill: Callable
 
 
-def _lagrangian_strip(skeleton):
+def _lagrangian_strip(skeleton, header):
     return eqx.tree_at(lambda m: m.mass, skeleton, None)
 
 
@@ -52,35 +53,50 @@ def _lagrangian_fill(model):
                        is_leaf=lambda x: x is None)
 
 
-def _layerwise_position_strip(skeleton):
+def _layerwise_position_strip(skeleton, header):
     """A transformer of layout 1 with `positional_encoding=True` or `"bias"` held the
     earlier design of the position bias: eight features in every row-wise layer. Its
     skeleton is rebuilt with `positional_encoding="bias-every-layer"`, the placement that
     is that design today (the loaded model reports it in its `config()`)."""
     if not skeleton.signal.select((0,)):  # no position bias: unchanged
         return skeleton
-    config = {**skeleton.config(), "positional_encoding": "bias-every-layer"}
+    return _rebuilt_with(skeleton, "bias-every-layer")
+
+
+def _saved_with_true(header) -> bool:
+    """Whether the file saved the model with `positional_encoding=True` (what `True`
+    meant depends on the layout; a named placement means the same in every layout)."""
+    return (header.get("config") or {}).get("positional_encoding") is True
+
+
+def _rebuilt_with(skeleton, placement: str):
+    """`skeleton` rebuilt with `positional_encoding=placement` (its other arguments and
+    its dtype unchanged)."""
+    config = {**skeleton.config(), "positional_encoding": placement}
     config["dtype"] = next(leaf.dtype for leaf in jax.tree_util.tree_leaves(skeleton))
     return eqx.filter_eval_shape(lambda: type(skeleton)(**config, key=jax.random.PRNGKey(0)))
 
 
-def _lst_true_was_bias_light(skeleton):
-    """A linear symplectic transformer of layout 2 with `positional_encoding=True` held
-    `"bias-light"` (a gain in every gradient layer); today `True` is `"bias"` for this
-    family. Its skeleton is rebuilt with `positional_encoding="bias-light"`, the same map
-    (the loaded model reports it in its `config()`)."""
-    if skeleton.positional_encoding is not True:
-        return skeleton
-    config = {**skeleton.config(), "positional_encoding": "bias-light"}
-    config["dtype"] = next(leaf.dtype for leaf in jax.tree_util.tree_leaves(skeleton))
-    return eqx.filter_eval_shape(lambda: type(skeleton)(**config, key=jax.random.PRNGKey(0)))
+def _true_was(placement: str) -> Callable:
+    """The strip for a layout in which `positional_encoding=True` meant `placement`: a
+    file saved with `True` is read into a skeleton rebuilt with `placement` by name, the
+    same map (the loaded model reports the name in its `config()`). Decided on the
+    file's own record, so that the strips of several layouts chain: a linear symplectic
+    transformer of layout 2 saved with `True` passes `"bias"` (layout 3) on its way to
+    `"bias-light"` (layout 2)."""
+
+    def strip(skeleton, header):
+        return _rebuilt_with(skeleton, placement) if _saved_with_true(header) else skeleton
+
+    strip.__name__ = f"_true_was_{placement.replace('-', '_')}"
+    return strip
 
 
 def _unchanged(model):
     return model
 
 
-def _autoencoder_strip(skeleton):
+def _autoencoder_strip(skeleton, header=None):
     return eqx.tree_at(lambda m: (m.reference, m.loss_weights), skeleton, (None, None))
 
 
@@ -93,7 +109,7 @@ def _autoencoder_fill(model):
                        is_leaf=lambda x: x is None)
 
 
-def _reduced_integrator_strip(skeleton):
+def _reduced_integrator_strip(skeleton, header):
     return eqx.tree_at(lambda m: m.autoencoder, skeleton,
                        _autoencoder_strip(skeleton.autoencoder))
 
@@ -107,10 +123,14 @@ LAYOUTS = {
     # every row-wise layer; `"bias"`: once per unit); files of layout 1 with `True` or
     # `"bias"` held eight features in every row-wise layer and load as
     # `positional_encoding="bias-every-layer"`, the same map
-    "SymplecticTransformer": 2,
-    # 3: `positional_encoding=True` is `"bias"` (once per unit); files of layout 2 with
+    # 3: `True` is `"amplitude"`; files of layout 2 with `True` held `"bias-light"` and
+    # load as it, the same map
+    "SymplecticTransformer": 3,
+    # 3: `positional_encoding=True` was `"bias"` (once per unit); files of layout 2 with
     # `True` held `"bias-light"` and load as it, the same map
-    "LinearSymplecticTransformer": 3,
+    # 4: `True` is `"amplitude"`; files of layout 3 with `True` held `"bias"` and load as
+    # it, the same map
+    "LinearSymplecticTransformer": 4,
     "Transformer": 2,
     # 2: the reference state `reference` and the loss weights `loss_weights` of the
     # symplectic autoencoder (files of layout 1 have neither; they load with zero and
@@ -126,7 +146,11 @@ MIGRATIONS = {
         (name, 1): Migration(_layerwise_position_strip, _unchanged)
         for name in ("SymplecticTransformer", "LinearSymplecticTransformer", "Transformer")
     },
-    ("LinearSymplecticTransformer", 2): Migration(_lst_true_was_bias_light, _unchanged),
+    **{
+        (name, 2): Migration(_true_was("bias-light"), _unchanged)
+        for name in ("SymplecticTransformer", "LinearSymplecticTransformer")
+    },
+    ("LinearSymplecticTransformer", 3): Migration(_true_was("bias"), _unchanged),
     ("SymplecticAutoencoder", 1): Migration(_autoencoder_strip, _autoencoder_fill),
     ("ReducedIntegrator", 1): Migration(_reduced_integrator_strip, _unchanged),
 }
@@ -154,7 +178,7 @@ def migration_skeleton(skeleton, header: dict):
             f"reads layouts up to {current}): upgrade geomlearn to load it"
         )
     for layout in range(current - 1, stored - 1, -1):
-        skeleton = MIGRATIONS[(name, layout)].strip(skeleton)
+        skeleton = MIGRATIONS[(name, layout)].strip(skeleton, header)
     return skeleton
 
 

@@ -13,10 +13,10 @@ exactly, for every parameter value:
 | `"input"` | `InputTable` | $F(Z + P)$, with the sinusoidal table $P$ (a translation) |
 | `"scaled"` | `ScaledTable` | $F(Z + s P_{\text{short}})$, $s = 0.1$, frequencies $2^{-j}$ |
 | `"conjugate"` | `Conjugate` | $F(Z + P) - P$ (conjugation by a translation) |
-| `"bias"` (`True` of the VPT and the linear symplectic transformer) | `PositionBias()` | a bias $G e_t$ of row $t$, once per unit, with $m = 2$ features |
-| `"bias-light"` (`True` of the (matrix-softmax) symplectic and the standard transformer) | `PositionBias(2, every_layer=True)` | two features in every row-wise layer (the symplectic transformers: a shift of each gradient layer's argument) |
+| `"bias"` (`True` of the VPT) | `PositionBias()` | a bias $G e_t$ of row $t$, once per unit, with $m = 2$ features |
+| `"bias-light"` (`True` of the standard transformer) | `PositionBias(2, every_layer=True)` | two features in every row-wise layer (the symplectic transformers: a shift of each gradient layer's argument; `True` of the symplectic transformers in files of layout 2, which load as it) |
 | `"bias-every-layer"` | `PositionBias(8, every_layer=True, shift=False)` | a bias $G e_t$ in every row-wise layer, $m = 8$ (the earlier bias design, what `True` meant in files of layout 1, which load as it) |
-| `"amplitude"` | `PositionAmplitude()` | the increment of every row-wise layer scaled by $h_t = 1 + g^\top e_t$ on row $t$, two parameters per layer |
+| `"amplitude"` (`True` of the symplectic and the linear symplectic transformer) | `PositionAmplitude()` | the increment of every row-wise layer scaled by $h_t = 1 + g^\top e_t$ on row $t$, two parameters per layer |
 
 The string (or bool) is turned into its object once, in the model's constructor
 (`parse_positional_encoding`), and the model asks the object; it never compares the
@@ -40,9 +40,10 @@ $e_t = (\sin t, \cos t) - \text{mean}$: `PositionBias()` (`"bias"`) **once per u
 (`PositionBias.select` names the layers; the models document where and how many
 parameters that is) — after the first biased layer the row's state carries the position
 on, which suffices for the volume-preserving transformer; `PositionBias(2,
-every_layer=True)` (`"bias-light"`) in every row-wise layer, which the symplectic and
-standard transformers need (measured: docs/concepts/positional_encoding.md), at $2n$
-parameters per gradient layer (a shift of its argument, whatever its width).
+every_layer=True)` (`"bias-light"`) in every row-wise layer, which the standard
+transformer needs (measured: docs/concepts/positional_encoding.md), at $2n$ parameters
+per gradient layer of a symplectic transformer (a shift of its argument, whatever its
+width).
 `PositionBias(8, every_layer=True, shift=False)` (`"bias-every-layer"`) is the earlier
 bias design, a gain of eight features in every row-wise layer.
 
@@ -253,7 +254,7 @@ class PositionBias(_AbstractRowSignal):
     features $e_t \in \mathbb{R}^m$ (frequencies $2^{-j}$) and learned gains $G$
     initialised to zero (`position_bias`).
 
-    `PositionBias()` (`"bias"`, the meaning of `positional_encoding=True`): $m = 2$
+    `PositionBias()` (`"bias"`, `positional_encoding=True` of the VPT): $m = 2$
     features, in the first row-wise layer of each unit (`select`).
     `PositionBias(2, every_layer=True)` (`"bias-light"`): in every row-wise layer.
     `PositionBias(8, every_layer=True, shift=False)` (`"bias-every-layer"`): $m = 8$
@@ -387,8 +388,8 @@ PLACEMENTS: dict[str, AbstractPositionSignal] = {
     "amplitude": PositionAmplitude(),
 }
 #: What `positional_encoding=True` means unless a model family names its own
-#: (`default_placement`: the symplectic and standard transformers take `"bias-light"`; the
-#: linear symplectic transformer, whose attention already sees the positions, `"bias"`).
+#: (`default_placement`: the symplectic transformers take `"amplitude"`, the standard
+#: transformer `"bias-light"`; the volume-preserving transformer keeps this one).
 DEFAULT_PLACEMENT = "bias"
 
 

@@ -12,12 +12,13 @@ Jacobian on the flattened window preserves $\Omega = I_T \otimes \mathbb{J}$ (se
 `geomlearn.models.transformer`.
 
 `positional_encoding` places a position signal that keeps the structure exactly: `True`
-(= `"bias-light"`; for the linear symplectic transformer, whose attention already sees the
-positions, `"bias"`) a zero-initialised shift $G_l e_t$ of the argument of every gradient
-layer $l$ on row $t$ (a potential stays a potential); `"bias"` such a shift in the first
-gradient layer of each unit only; `"bias-every-layer"` a bias $G e_t$ with eight features
-in the pre-activation of every gradient layer (the earlier bias design); `"input"` the
-map $F(Z + P)$ with the sinusoidal table $P$; `"scaled"` $F(Z + 0.1\,P_{\text{short}})$
+(= `"amplitude"`, for both) scales the increment of every gradient layer $l$ on row $t$ by a
+zero-initialised step $h_t = 1 + g_l^\top e_t$ (two parameters per layer; a potential
+times a number is a potential); `"bias-light"` shifts the argument of every gradient
+layer by $G_l e_t$ (`True` of layout-2 files); `"bias"` such a shift in the first gradient
+layer of each unit only; `"bias-every-layer"` a bias $G e_t$ with eight features in the
+pre-activation of every gradient layer (the first bias design); `"input"` the map
+$F(Z + P)$ with the sinusoidal table $P$; `"scaled"` $F(Z + 0.1\,P_{\text{short}})$
 with frequencies $2^{-j}$; `"conjugate"` $F(Z + P) - P$.
 """
 
@@ -131,33 +132,43 @@ class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
     of the product space, so the model is exactly symplectic on windows for every
     parameter value.
 
-    **Position bias** (`positional_encoding=True` of the `SymplecticTransformer`,
-    `"bias-light"`; the `LinearSymplecticTransformer`'s `True` is `"bias"`): every gradient layer
-    $l$ sees its argument (the unchanged half, $p$ for a Q-layer) shifted by
-    $s_t = G_l e_t$ on row $t$,
-    $$q_t \leftarrow q_t + K^\top\big(a \odot \sigma(K(p_t + G_l e_t) + b)\big),$$
+    **Position amplitude** (`positional_encoding=True`, `"amplitude"`): every gradient
+    layer $l$ takes the step $h_t = 1 + g_l^\top e_t$ on row $t$,
+    $$q_t \leftarrow q_t + h_t\,K^\top\big(a \odot \sigma(K p_t + b)\big),$$
     with the two centred features $e_t = (\sin t, \cos t) - \text{mean}$ and a gain
-    $G_l \in \mathbb{R}^{n \times 2}$ per gradient layer, initialised to zero. The
-    increment is still the gradient of the potential
-    $\sum_i a_i\Sigma\big((K(p + s_t) + b)_i\big)$ of row $t$: a symplectic shear. It
-    adds $2n \cdot 2n_s L$ parameters, independent of the width. `"bias"` shifts only the
-    first gradient layer of each unit ($2nL$; the later layers then see the position only
-    through the row's state, which was measured to recover little of the order
-    dependence); `"bias-every-layer"` (the earlier bias design) adds a bias $G e_t$ with
-    eight features to every gradient layer: $8 w \cdot 2 n_s L$ parameters.
+    $g_l \in \mathbb{R}^2$ per gradient layer, initialised to zero ($h_t = 1$: the model
+    without encoding). The increment is the gradient of the potential
+    $h_t \sum_i a_i \Sigma\big((K p + b)_i\big)$ of row $t$: still a symplectic shear,
+    for every parameter value. It adds $2 \cdot 2n_s L$ parameters, independent of the
+    dimension and the width. A forcing that modulates the strength of a potential, as the
+    driven pendulum's $(1 + \varepsilon\cos\Omega t)(1 - \cos q)$, is of this form.
+
+    **Position bias** (`"bias-light"`, `True` in files of layout 2, which load as it):
+    every gradient layer $l$ sees its argument (the
+    unchanged half, $p$ for a Q-layer) shifted by $s_t = G_l e_t$ on row $t$,
+    $$q_t \leftarrow q_t + K^\top\big(a \odot \sigma(K(p_t + G_l e_t) + b)\big),$$
+    with a gain $G_l \in \mathbb{R}^{n \times 2}$ per gradient layer, initialised to
+    zero: the gradient of the potential $\sum_i a_i\Sigma\big((K(p + s_t) + b)_i\big)$,
+    again a symplectic shear. It adds $2n \cdot 2n_s L$ parameters, independent of the
+    width. `"bias"` shifts only the first gradient layer of each unit ($2nL$; the later
+    layers then see the position only through the row's state, which was measured to
+    recover little of the order dependence); `"bias-every-layer"` (the first bias design)
+    adds a bias $G e_t$ with eight features to every gradient layer: $8 w \cdot 2 n_s L$
+    parameters.
 
     **Under Levenberg–Marquardt** an iteration costs $\propto P^2$ (the $P \times P$
     Gauss–Newton matrix of the $P$ parameters), so $\Delta P$ added parameters make
     each iteration up to $(1 + \Delta P/P)^2$ times dearer and fewer iterations fit in a
-    time budget: at the command line's `dim=4, n_sympnet=2, width=4, L=1`, `True` takes
-    $70 \to 86$ parameters ($1.51\times$ per iteration at most), `"bias"` $70 \to 74$
-    ($1.12\times$), the earlier design $70 \to 198$ ($8\times$); at
-    `dim=4, width=12, L=2`, $396 \to 428$ ($1.17\times$).
+    time budget: at the command line's `dim=4, n_sympnet=2, width=4, L=1`, `True`
+    (`"amplitude"`) takes $70 \to 78$ parameters ($1.24\times$ per iteration at most),
+    `"bias-light"` $70 \to 86$ ($1.51\times$), `"bias"` $70 \to 74$ ($1.12\times$), the
+    first bias design $70 \to 198$ ($8\times$); at `dim=4, width=12, L=2`, `True` takes
+    $396 \to 412$ ($1.08\times$), `"bias-light"` $396 \to 428$ ($1.17\times$).
     """
 
     structure: ClassVar[str] = "symplectic"
     #: What `positional_encoding=True` means for this family (measured; see the docs).
-    default_placement: ClassVar[str] = "bias-light"
+    default_placement: ClassVar[str] = "amplitude"
 
     layers: tuple[eqx.Module, ...]
     encoder: PositionalEncoding | None
@@ -247,15 +258,17 @@ class LinearSymplecticTransformer(AbstractSymplecticTransformer):
 
     **Parameters** (`dim = 2n`, `width = w`, `seq_length = T`): per unit
     $2 \cdot T(T+1)/2 + 2 n_s\, w (n + 2)$. For `dim=4, seq_length=4, n_sympnet=2,
-    width=4, L=1`: $20 + 64 = 84$. `positional_encoding=True` is `"bias"` for this
-    family: a shift $G e_t$ of the first gradient layer's argument in each unit, $2nL$
-    parameters (here 4; a Levenberg–Marquardt iteration, of cost $\propto P^2$, costs at
-    most $(1 + \Delta P/P)^2 = 1.10\times$ as much). Its attention already sees the
-    positions, and the encoding in every gradient layer (`"bias-light"`, $2n \cdot 2n_s L$,
-    here 16: $1.42\times$) gained nothing where order matters and lost at equal wall
-    time on Hénon–Heiles at `width=12, L=2` (validation 1.32–1.84× in three seeds, against
-    0.58–1.18× for `"bias"`; `benchmarks/RESULTS.md`). Files of layout 2, saved with
-    `positional_encoding=True` when it meant `"bias-light"` here, load as `"bias-light"`.
+    width=4, L=1`: $20 + 64 = 84$. `positional_encoding=True` is `"amplitude"`, as for
+    the symplectic transformer: a step $h_t = 1 + g_l^\top e_t$ scaling every gradient
+    layer's increment, $2 \cdot 2n_s L$ parameters (here 8; a Levenberg–Marquardt
+    iteration, of cost $\propto P^2$, costs at most $(1 + \Delta P/P)^2 = 1.20\times$ as
+    much). Its attention already sees the positions, and a shift of the gradient layers'
+    argument (`"bias"`, `"bias-light"`) gained nothing where order matters; the amplitude
+    gained 5.0× (fast-driven pendulum) and 2.3× (driven pendulum) in validation at equal
+    wall time under LM and cost nothing on Markov data (1.00–1.01×; medians of three
+    seeds, `benchmarks/RESULTS.md`). Files of layout 3, saved with
+    `positional_encoding=True` when it meant `"bias"` here, load as `"bias"`; those of
+    layout 2, when it meant `"bias-light"`, as `"bias-light"`.
 
     **Arguments:**
 
@@ -269,12 +282,12 @@ class LinearSymplecticTransformer(AbstractSymplecticTransformer):
     - `init_upper`: whether each group of gradient layers starts with a Q-layer
       (default `True`).
     - `positional_encoding`: `False` (default: no position signal), `True` (this family's
-      default placement, `"bias"`: a zero-initialised shift $G e_t$ of the first gradient
-      layer's argument in each unit, $2nL$ parameters; see
+      default placement, `"amplitude"`: a zero-initialised step $h_t = 1 + g_l^\top e_t$
+      scaling every gradient layer's increment, $2 \cdot 2n_s L$ parameters; see
       [`AbstractSymplecticTransformer`][geomlearn.models.AbstractSymplecticTransformer])
       or a placement by name, `"bias"`, `"bias-light"`, `"bias-every-layer"`,
-      `"input"`, `"scaled"` or `"conjugate"` (see the module documentation). Every placement keeps the structure
-      exactly.
+      `"amplitude"`, `"input"`, `"scaled"` or `"conjugate"` (see the module
+      documentation). Every placement keeps the structure exactly.
     - `key`: a JAX PRNG key (keyword-only).
     - `dtype`: parameter dtype; `None` means JAX's default float.
 
@@ -292,8 +305,6 @@ class LinearSymplecticTransformer(AbstractSymplecticTransformer):
     """
 
     seq_length: int = eqx.field(static=True)
-    #: `True` is `"bias"` here: the attention already sees the positions (measured; above).
-    default_placement: ClassVar[str] = "bias"
 
     def __init__(
         self,
@@ -345,10 +356,12 @@ class SymplecticTransformer(AbstractSymplecticTransformer):
     Without positional encoding the model is permutation-equivariant along time
     (reordering the input rows reorders the output rows the same way); with
     `positional_encoding=True` it can learn to use the order (its position gains start
-    at zero, so at initialisation it is still equivariant). The position gains add
-    $2n \cdot 2n_s L$ parameters ($32$ to the $396$ of `dim=4, width=12, L=2`; the
-    earlier bias design, `"bias-every-layer"`, added $768$), so a Levenberg–Marquardt
-    iteration, of cost $\propto P^2$, costs at most $(1 + \Delta P/P)^2$ times as much.
+    at zero, so at initialisation it is still equivariant). The position gains of `True`
+    (`"amplitude"`) add $2 \cdot 2n_s L$ parameters, whatever the dimension and width
+    ($16$ to the $396$ of `dim=4, width=12, L=2`, $8$ to the command line's $70$;
+    `"bias-light"`, the `True` of layout-2 files, added $32$ and $16$; the first bias
+    design, `"bias-every-layer"`, $768$), so a Levenberg–Marquardt iteration, of cost
+    $\propto P^2$, costs at most $(1 + \Delta P/P)^2$ times as much.
 
     **Parameters** (`dim = 2n`, `width = w`): per unit $2 \cdot n(n+1)/2 + 2 n_s\,
     w(n + 2)$. For `dim=4, n_sympnet=2, width=4, L=4`: $4 \cdot (6 + 64) = 280$.
@@ -363,12 +376,12 @@ class SymplecticTransformer(AbstractSymplecticTransformer):
     - `init_upper`: whether each group of gradient layers starts with a Q-layer
       (default `True`).
     - `positional_encoding`: `False` (default: no position signal), `True` (this family's
-      default placement, `"bias-light"`: a zero-initialised shift $G_l e_t$ of every
-      gradient layer's argument, $2n \cdot 2n_s L$ parameters; see
+      default placement, `"amplitude"`: a zero-initialised step $h_t = 1 + g_l^\top e_t$
+      scaling every gradient layer's increment, $2 \cdot 2n_s L$ parameters; see
       [`AbstractSymplecticTransformer`][geomlearn.models.AbstractSymplecticTransformer])
       or a placement by name, `"bias"`, `"bias-light"`, `"bias-every-layer"`,
-      `"input"`, `"scaled"` or `"conjugate"` (see the module documentation). Every placement keeps the structure
-      exactly.
+      `"amplitude"`, `"input"`, `"scaled"` or `"conjugate"` (see the module
+      documentation). Every placement keeps the structure exactly.
     - `key`: a JAX PRNG key (keyword-only).
     - `dtype`: parameter dtype; `None` means JAX's default float.
 

@@ -18,12 +18,13 @@ The symplectic ones live in `geomlearn.models.symplectic_transformer` (re-export
 "Symplectic" is meant in the product-space sense: the Jacobian on the flattened window
 preserves $\Omega = I_T \otimes \mathbb{J}$ (see `geomlearn.geometry`), for every
 parameter value. `positional_encoding` lets every model see the order of the rows
-without changing its structure (`True` means a zero-initialised position bias with two
-features: `"bias-light"`, in every row-wise layer, for the standard and symplectic
-transformers; `"bias"`, once per unit, for the volume-preserving and the linear
-symplectic one;
-`"bias-every-layer"` the earlier bias design, eight features in every row-wise layer;
-`"input"`, `"scaled"` and `"conjugate"` translate the window);
+without changing its structure (`True` means the family's measured, zero-initialised
+position signal of two features: `"amplitude"`, a row-dependent step
+$h_t = 1 + g^\top e_t$ scaling the increment of every gradient layer, for the symplectic
+transformers; `"bias-light"`, a bias in every residual layer, for the standard one;
+`"bias"`, once per unit, for the volume-preserving one; `"bias-every-layer"` the earlier
+bias design, eight features in every row-wise layer; `"input"`, `"scaled"` and
+`"conjugate"` translate the window);
 the placement becomes an object once, in the constructor (see
 `geomlearn.layers._position_signal` and docs/concepts/positional_encoding.md).
 """
@@ -142,6 +143,12 @@ class Transformer(AbstractTransformerIntegrator):
     default, `True` takes $176 \to 216$ parameters ($1.51\times$ per iteration at most),
     `"bias"` $176 \to 184$ ($1.09\times$), the earlier design $176 \to 336$ ($3.6\times$).
 
+    **Position amplitude** (`"amplitude"`): no input gain; every residual layer $i$ of row
+    $t$ becomes $x_t + h_{i,t}\,\sigma(W_i x_t + b_i)$ with the step
+    $h_{i,t} = 1 + g_i^\top e_t$, $g_i \in \mathbb{R}^2$ initialised to zero:
+    $2L(n_\text{blocks} + 1)$ parameters whatever $D$ (at the command line's default
+    $176 \to 184$, $1.09\times$ per iteration at most).
+
     **Arguments:**
 
     - `dim`: the state dimension $d$ (any `dim ≥ 1`).
@@ -154,8 +161,8 @@ class Transformer(AbstractTransformerIntegrator):
     - `positional_encoding`: `False` (default: no position signal), `True` (this family's
       default placement, `"bias-light"`: zero-initialised position gains at the input
       of the first attention layer and in every residual layer) or a placement by name,
-      `"bias"`, `"bias-light"`, `"bias-every-layer"`, `"input"`, `"scaled"` or
-      `"conjugate"` (see the module documentation).
+      `"bias"`, `"bias-light"`, `"bias-every-layer"`, `"amplitude"`, `"input"`,
+      `"scaled"` or `"conjugate"` (see the module documentation).
     - `key`: a JAX PRNG key (keyword-only).
     - `dtype`: parameter dtype; `None` means JAX's default float.
 

@@ -13,7 +13,9 @@ Besides today's files it writes the older forms that the compatibility rule cove
 `LagrangianNeuralNetwork-layout1.geomlearn` (no `mass` array, no layout recorded) and
 `HamiltonianNeuralNetwork-no-dt.geomlearn` (no `dt` in its configuration) and
 `<Transformer class>-layout1-bias.geomlearn` (`positional_encoding=True` with eight
-position features in every row-wise layer), made by writing today's model in the form
+position features in every row-wise layer) and `<Symplectic transformer class>-
+layout<N>-true.geomlearn` (`positional_encoding=True` when it meant `"bias-light"`, or
+`"bias"` for the linear one in layout 3), made by writing today's model in the form
 those versions wrote; and one training checkpoint.
 See `docs/persistence.md`.
 """
@@ -149,6 +151,37 @@ def _layerwise_bias_forms(expected: dict) -> None:
         expected[f"{name}-layout1-bias"] = np.asarray(output(model))
 
 
+#: Symplectic transformers saved with `positional_encoding=True` when it meant another
+#: placement: `(class, layout, the placement True meant then)`, non-zero gains.
+TRUE_WAS = {
+    ("SymplecticTransformer", 2, "bias-light"): lambda k, pe: gl.SymplecticTransformer(
+        4, L=2, width=3, positional_encoding=pe, key=k),
+    ("LinearSymplecticTransformer", 2, "bias-light"): lambda k, pe: gl.LinearSymplecticTransformer(
+        4, 3, positional_encoding=pe, key=k),
+    ("LinearSymplecticTransformer", 3, "bias"): lambda k, pe: gl.LinearSymplecticTransformer(
+        4, 3, L=2, positional_encoding=pe, key=k),
+}
+
+
+def _true_forms(expected: dict) -> None:
+    """`<Class>-layout<N>-true.geomlearn`: a symplectic transformer as layout N wrote
+    `positional_encoding=True` (the layout recorded, the flag `True`)."""
+    for i, ((name, layout, held), build) in enumerate(TRUE_WAS.items()):
+        model = build(jax.random.PRNGKey(50 + i), held)
+        gains = tuple(jnp.asarray(np.random.default_rng(10 + i).standard_normal(g.shape) * 0.3, g.dtype)
+                      for g in model.position_gains)
+        model = eqx.tree_at(lambda m: m.position_gains, model, gains)
+        path = HERE / f"{name}-layout{layout}-true.geomlearn"
+        gl.save(path, model)
+
+        def edit(header, layout=layout):
+            header["layout"] = layout
+            header["config"]["positional_encoding"] = True
+
+        _rewrite(path, path, edit)
+        expected[f"{name}-layout{layout}-true"] = np.asarray(output(model))
+
+
 def _checkpoint(expected: dict) -> None:
     data = gl.TrajectoryData(np.stack([np.cos(np.linspace(0, 2, 12)), -np.sin(np.linspace(0, 2, 12))],
                                       axis=-1)[None].astype(np.float32), 0.1)
@@ -175,6 +208,8 @@ def main(force: bool = False) -> None:
         _checkpoint(expected)
     if force or "SymplecticTransformer-layout1-bias" not in expected:
         _layerwise_bias_forms(expected)
+    if force or "SymplecticTransformer-layout2-true" not in expected:
+        _true_forms(expected)
     np.savez(expected_file, **expected)
     print(json.dumps({k: list(v.shape) for k, v in sorted(expected.items())}))
 
