@@ -172,12 +172,16 @@ def test_bias_gains_are_trained(key, rng):
 
 @pytest.mark.parametrize("name", ["ST", "VPT", "TF"])
 def test_dtype_follows_input(name, key, rng):
-    model = random_module(lambda: make(name, True, key(), dtype=jnp.float32), rng, 0.3)
     dim = 3 if name == "VPT" else 4
-    for dt in (jnp.float32, jnp.float64):
-        Z = normal(rng, (4, dim), dtype=dt)
-        assert model(Z).dtype == dt
-        assert eqx.filter_jit(model)(Z).dtype == dt
+    for placement in (True, "amplitude"):
+        model = random_module(lambda p=placement: make(name, p, key(), dtype=jnp.float32),
+                              rng, 0.3)
+        for dt in (jnp.float32, jnp.float64):
+            Z = normal(rng, (4, dim), dtype=dt)
+            assert model(Z).dtype == dt
+            assert eqx.filter_jit(model)(Z).dtype == dt
+        # jit = eager
+        np.testing.assert_allclose(eqx.filter_jit(model)(Z), model(Z), rtol=1e-5, atol=1e-6)
 
 
 # ------------------------------------------------------------------- order sensitivity

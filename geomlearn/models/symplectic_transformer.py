@@ -144,8 +144,8 @@ class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
     driven pendulum's $(1 + \varepsilon\cos\Omega t)(1 - \cos q)$, is of this form.
 
     **Position bias** (`"bias-light"`, `True` in files of layout 2, which load as it):
-    every gradient layer $l$ sees its argument (the
-    unchanged half, $p$ for a Q-layer) shifted by $s_t = G_l e_t$ on row $t$,
+    every gradient layer $l$ sees its argument (the unchanged half, $p$ for a Q-layer)
+    shifted by $s_t = G_l e_t$ on row $t$,
     $$q_t \leftarrow q_t + K^\top\big(a \odot \sigma(K(p_t + G_l e_t) + b)\big),$$
     with a gain $G_l \in \mathbb{R}^{n \times 2}$ per gradient layer, initialised to
     zero: the gradient of the potential $\sum_i a_i\Sigma\big((K(p + s_t) + b)_i\big)$,
