@@ -1,9 +1,10 @@
 r"""Positional encoding at equal wall time: with and without, under Levenberg–Marquardt and Adam.
 
 `positional_encoding=True` adds parameters (zero-initialised position gains of two
-features: in every gradient layer of the symplectic transformers, $2n$ each; at the input
-and in every residual layer of the standard transformer, $2D$ each; once per unit of the
-volume-preserving transformer, $2d$), and a Levenberg–Marquardt iteration costs
+features: in every gradient layer of the symplectic transformers, 2 each (the
+amplitude); at the input and in every residual layer of the standard transformer, $2D$
+each; once per unit of the volume-preserving transformer, $2d$), and a
+Levenberg–Marquardt iteration costs
 $\propto P^2$ in the parameter count $P$. This benchmark asks what the flag costs or
 gains **at equal wall time**, where that cost
 shows: every transformer family is trained twice, back to back — without and with the
