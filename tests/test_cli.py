@@ -137,6 +137,57 @@ def test_list_names_systems_models_and_structures(capsys):
     assert "symplectic" in line and "rigid_body" not in line
     line = next(l for l in text.splitlines() if l.strip().startswith("vp-feedforward"))
     assert "volume" in line and "rigid_body" in line
+    # the systems whose data drop the clock (τ, E) name the rows the models act on, and
+    # the models that fit are those that fit those rows (the pulsating rigid body's 3-d
+    # rows, not its 5-d extended state)
+    line = next(l for l in text.splitlines() if l.strip().startswith("parametric_pendulum"))
+    assert "dim 4 (trained on its q, p rows)" in line
+    line = next(l for l in text.splitlines() if l.strip().startswith("symplectic-transformer"))
+    assert "parametric_pendulum" in line and "forced_rigid_body" not in line
+    line = next(l for l in text.splitlines() if l.strip().startswith("lpnet"))
+    assert "forced_rigid_body" in line  # 3-d rows, as the rigid body's
+
+
+def test_a_driven_system_trains_on_its_rows_without_the_clock(tmp_path, capsys):
+    """The driven pendulum is written in extended phase space (q, τ, p, E), but its data
+    are the (q, p) rows, the drive phase being the row's place in a window: the command
+    line builds the model for 2-d states and evaluates it against the data alone (no
+    system of that dimension: no invariants, the energy of a driven system is not
+    conserved)."""
+    out = tmp_path / "driven"
+    argv = ["train", "--system", "parametric_pendulum", "--model", "symplectic-transformer",
+            "--positional-encoding", "--epochs", "2", "--horizon", "20", "--out", str(out)]
+    assert cli.main(argv) == 0
+    assert "SymplecticTransformer on ParametricPendulum" in capsys.readouterr().out
+    run = strict_json(out / "run.json")
+    assert run["labels"] == ["q", "p"] and run["canonical"] and run["seq_length"] == 3
+    model = gl.load(out / "model.geomlearn")
+    assert model.config()["dim"] == 2 and model.config()["positional_encoding"] is True
+    metrics = strict_json(out / "metrics.json")
+    assert metrics["system"] is None and metrics["invariant_drift"] == {}
+    assert metrics["structure_residual"]["symplecticity"] < 1e-12  # float64 in the test suite
+    assert set(metrics["long_horizon"]["valid_time"]) == {None}  # no reference solution
+    assert cli.main(["evaluate", str(out), "--horizon", "0"]) == 0
+    assert "SymplecticTransformer on parametric_pendulum" in capsys.readouterr().out
+    assert strict_json(out / "metrics.json")["trajectory_error"] == pytest.approx(
+        metrics["trajectory_error"], rel=1e-12)
+    assert cli.main(["check", str(out), "--points", "3"]) == 0
+
+
+def test_a_placement_by_name_and_a_wrong_one(tmp_path, capsys):
+    """`--positional-encoding PLACEMENT` builds that placement (recorded by name in the
+    model and run.json); a name that is none is refused naming the choices."""
+    out = tmp_path / "named"
+    argv = ["train", "--system", "parametric_pendulum", "--model", "linear-symplectic-transformer",
+            "--epochs", "1", "--horizon", "0", "--out", str(out)]
+    assert cli.main(argv + ["--positional-encoding", "amplitude"]) == 0
+    assert gl.load(out / "model.geomlearn").config()["positional_encoding"] == "amplitude"
+    assert strict_json(out / "run.json")["positional_encoding"] == "amplitude"
+    capsys.readouterr()
+    assert cli.main(argv[:-1] + [str(tmp_path / "bad"), "--positional-encoding", "front"]) == 2
+    err = capsys.readouterr().err
+    assert "positional_encoding must be a bool or one of" in err and "'front'" in err
+    assert not (tmp_path / "bad").exists()
 
 
 @pytest.mark.parametrize(
@@ -146,6 +197,10 @@ def test_list_names_systems_models_and_structures(capsys):
         (["train", "--system", "moon"], "unknown system 'moon'; valid systems: "),
         (["train", "--system", "rigid_body"], "GSympNet needs a canonical phase space.*3-dimensional.*not canonical"),
         (["train", "--system", "rigid_body", "--model", "hnn"], "Hamiltonian"),
+        # the pulsating rigid body's data are its 3-d rows z (the clock dropped), not the
+        # 5-d extended state
+        (["train", "--system", "forced_rigid_body", "--model", "symplectic-transformer"],
+         r"forced_rigid_body \(its z1, z2, z3 rows\).*even dimension 2n.*3 components"),
         # canonical momenta that are not velocities: a Lagrangian network would read
         # (q, p) as (q, q̇) and fit the wrong dynamics
         (["train", "--system", "double_pendulum", "--model", "lnn"], "DoublePendulum's data are canonical .q, p. with p ≠ q̇"),

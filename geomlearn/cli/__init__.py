@@ -15,7 +15,11 @@ network trained alone. `geomlearn train` writes a run folder
 `check` or training, 2 a usage error (one line `geomlearn: error: …`, nothing written),
 130 interrupted (what was trained is saved and `run.json` says `"interrupted": true`).
 `--x64` turns on 64-bit mode for this process only; `evaluate` uses the run's precision;
-`check` computes residuals in float64.
+`check` computes residuals in float64. The driven systems written in extended phase
+space (`parametric_pendulum`, `forced_rigid_body`: `_recipes.CLOCK_DROPPED`) train on
+their physical rows, the clock $(\tau, E)$ dropped — the drive phase is the row's place
+in a window, which `--positional-encoding` lets a transformer see — and are evaluated
+against their held-out data alone (`_recipes.phase_space`).
 
 The modules: `_main` (the parser and `main`), `_commands` (train, evaluate, check,
 list), `_specs` and `_reduction_specs` (how each kind of model is trained and

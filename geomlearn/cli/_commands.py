@@ -17,8 +17,8 @@ from ..io import encode_config, save
 from ..systems import SYSTEMS, AbstractPortHamiltonianSystem, resolve_system
 from ..training import TrainingInterrupted
 from ._errors import CLIError, user
-from ._own_data import from_file, held_out_of_run, split_file
-from ._recipes import for_system
+from ._own_data import check_model_fits, from_file, held_out_of_run, split_file
+from ._recipes import for_system, phase_space
 from ._registry import MODELS, resolve_model, spec_of
 from ._runs import MODEL_FILE, load_run, read_run_json, run_folder
 
@@ -69,14 +69,26 @@ def _check_numbers(args) -> None:
 
 
 def _system_and_spec(args):
-    """`(system name, system, spec)`, once the model fits the system (default pendulum)."""
+    """`(system name, system, shape, spec)`, once the model fits the system (default
+    pendulum) — or, for a system whose data drop its clock, the `shape` of its data
+    (`phase_space`)."""
     system_name = system_by_name(args.system or "pendulum")
     spec = model_by_name(args.model)
     system = SYSTEMS[system_name]()
+    shape = user(phase_space, system_name, system)
+    if shape is not system:
+        check_model_fits(spec, shape, f"{system_name} (its {', '.join(shape.labels)} rows)")
+        return system_name, system, shape, spec
     why = spec.incompatibility(system)
     if why:
         raise CLIError(f"cannot train {spec.name} on {system_name}: {why}")
-    return system_name, system, spec
+    return system_name, system, system, spec
+
+
+def _evaluated_against(system_name, system):
+    """The system `evaluate` compares with: `None` for data without their system's clock
+    (`phase_space`: no system of their dimension; the data are the reference)."""
+    return system if phase_space(system_name, system) is system else None
 
 
 def _build(spec, system, args, key):
@@ -118,7 +130,8 @@ def _run_record(args, *, system_name, system, spec, model, fit_options, epochs, 
         "batch_size": batch, "trainer": how, "time_budget": budget,
         "seq_length": fit_options.get("seq_length"),
         "prediction_window": fit_options.get("prediction_window"),
-        "positional_encoding": bool(args.positional_encoding),
+        "positional_encoding": (args.positional_encoding if isinstance(args.positional_encoding, str)
+                                else bool(args.positional_encoding)),
         "n_trajectories": args.n_trajectories, "seed": args.seed, "x64": bool(args.x64),
         "dtype": str(train_data.dtype), "data": description, "loss": "relative",
         "canonical": bool(system.canonical), "labels": list(getattr(system, "labels", ()) or ()),
@@ -171,11 +184,11 @@ def _source(args, key):
     record)`: a built-in system's data (`--system`), or a user's file (`--data`: no system,
     `shape` is the file's `DataFile`, `record` what run.json keeps about the file)."""
     if getattr(args, "data", None) is None:
-        system_name, system, spec = _system_and_spec(args)
-        model, fit_options = _build(spec, system, args, key)
+        system_name, system, shape, spec = _system_and_spec(args)
+        model, fit_options = _build(spec, shape, args, key)
         train_data, held_out, description = user(for_system, system_name, system,
                                                  n_trajectories=args.n_trajectories, seed=args.seed)
-        return (system_name, system, system, spec, model, fit_options, train_data, held_out,
+        return (system_name, system, shape, spec, model, fit_options, train_data, held_out,
                 description, {})
     spec = model_by_name(args.model)
     own = from_file(args, spec)
@@ -215,7 +228,8 @@ def train(args) -> int:
         print(f"geomlearn: interrupted after {len(history['epoch'])} epochs; saved the model "
               f"trained so far to {out}/", file=sys.stderr)
         return 130
-    _finish(out, spec=spec, model=model, system=system, held_out=held_out, fit_options=fit_options,
+    against = system if system is None else _evaluated_against(system_name, system)
+    _finish(out, spec=spec, model=model, system=against, held_out=held_out, fit_options=fit_options,
             run=run, history=history, how=how, fit_seconds=fit_seconds, started=started, on=on,
             horizon=_horizon(args))
     return 0
@@ -235,6 +249,7 @@ def evaluate(args) -> int:
         system = SYSTEMS[run["system"]]()
         _, held_out, _ = user(for_system, run["system"], system,
                               n_trajectories=run.get("n_trajectories"), seed=run.get("seed", 0))
+        system = _evaluated_against(run["system"], system)
     options = {k: run[k] for k in ("seq_length", "prediction_window") if run.get(k) is not None}
     history = (read_run_json(out / "history.json", lists=("epoch", "loss", "val_loss"))
                if (out / "history.json").exists() else None)  # read before writing anything
@@ -248,7 +263,8 @@ def evaluate(args) -> int:
     write_json(out / "metrics.json", metrics)
     if history is not None:
         spec.report(out / "report.png", run=run, history=history, evaluation=result)
-    print(result.summary(title=f"{metrics['model']} on {metrics['system']} ({out})", metrics=metrics))
+    on = metrics["system"] or run.get("system") or pathlib.Path(run["data_file"]["path"]).name
+    print(result.summary(title=f"{metrics['model']} on {on} ({out})", metrics=metrics))
     _warn_if_escaped(result)
     return 0
 
@@ -299,6 +315,18 @@ def check(args) -> int:
     return 0 if result.passed else 1
 
 
+def _fits(spec, name, system) -> bool:
+    """Whether `geomlearn train --system name --model spec` would build (`_system_and_spec`)."""
+    shape = phase_space(name, system)
+    if shape is system:
+        return spec.incompatibility(system) is None
+    try:
+        check_model_fits(spec, shape, name)
+    except CLIError:
+        return False
+    return True
+
+
 def list_all(args) -> int:
     """`geomlearn list`: the systems and models, and which structure each preserves."""
     systems = {name: cls() for name, cls in SYSTEMS.items()}
@@ -306,10 +334,13 @@ def list_all(args) -> int:
     for name, s in systems.items():
         kind = ("canonical" if s.canonical else "damped/driven, port-Hamiltonian"
                 if isinstance(s, AbstractPortHamiltonianSystem) else "non-canonical, volume-preserving")
-        lines.append(f"  {name:<22} dim {s.dim}  {kind}; invariants: {', '.join(s.invariants) or 'none'}")
+        shape = phase_space(name, s)
+        rows = "" if shape is s else f" (trained on its {', '.join(shape.labels)} rows)"
+        lines.append(f"  {name:<22} dim {s.dim}{rows}  {kind}; invariants: "
+                     f"{', '.join(s.invariants) or 'none'}")
     lines.append("models:")
     for name, spec in MODELS.items():
-        fits = [s for s, system in systems.items() if spec.incompatibility(system) is None]
+        fits = [s for s, system in systems.items() if _fits(spec, s, system)]
         lines.append(f"  {name:<31} {spec.cls.__name__:<28} preserves: {spec.structure:<10}  "
                      f"systems: {', '.join(fits)}")
     print("\n".join(lines))

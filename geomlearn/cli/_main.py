@@ -20,6 +20,8 @@ __all__ = ["main", "EXAMPLES"]
 
 EXAMPLES = {
     "train": ("geomlearn train\n  geomlearn train --system rigid_body --model vp-transformer --positional-encoding"
+              "\n  geomlearn train --system parametric_pendulum --model symplectic-transformer "
+              "--positional-encoding"
               "\n  geomlearn train --data traj.csv --model gsympnet --val-fraction 0.25"
               "\n  geomlearn train --data traj.csv --q-columns x y --p-columns px py"),
     "predict": ("geomlearn predict runs/traj-gsympnet-20261201-101500-3fa2/ --from-data traj.csv "
@@ -53,7 +55,9 @@ def _train_arguments(t) -> None:
     t.add_argument("--time-budget", type=float, default=None, help="stop training after this many seconds (LM default 150)")
     t.add_argument("--seq-length", type=int, default=None, help=f"transformers: window length T (default {DEFAULT_SEQ_LENGTH})")
     t.add_argument("--prediction-window", type=int, default=None, help="transformers: rows predicted per window, 1..T (default T: the rollout keeps the structure)")
-    t.add_argument("--positional-encoding", action="store_true", help="transformers: add the positional encoding")
+    t.add_argument("--positional-encoding", nargs="?", const=True, default=False, metavar="PLACEMENT",
+                   help="transformers: add the positional encoding (the model family's measured "
+                        "default, or a placement by name: bias, bias-light, amplitude, ...)")
     t.add_argument("--reduced-dim", type=int, default=None, help="model reduction: the reduced dimension")
     t.add_argument("--n-trajectories", type=int, default=None, help="use this many trajectories of the data set (rigid body default 64)")
     t.add_argument("--x64", action="store_true", help="compute in float64 (JAX's 64-bit mode, this process only)")

@@ -91,18 +91,20 @@ def state_names(data, dim: int) -> tuple[str, ...]:
 
 
 def check_model_fits(spec, shape: DataFile, source) -> None:
-    """`CLIError` when `spec`'s model cannot be trained on states of `shape.dim` components:
+    """`CLIError` when `spec`'s model cannot be trained on states of `shape.dim` components
+    (a data file's, or a built-in system's without its clock, `_recipes.phase_space`):
     a canonical (symplectic) model needs an even dimension, and the registry's other
     dimension checks (attention heads) apply."""
     if isinstance(spec, ReductionSpec):
         raise CLIError(
             f"cannot train {spec.name} on {source}: a model reduction is evaluated by "
             "integrating the reduced Hamiltonian system, which needs the system's Hamiltonian "
-            "(a data file has none); train it in Python with a geomlearn.systems system")
+            "(data without their system have none); train it in Python with a geomlearn.systems "
+            "system")
     if spec.needs_canonical and shape.dim % 2:
         raise CLIError(
             f"cannot train {spec.name} on {source}: {spec.cls.__name__} needs a canonical phase "
-            f"space z = (q, p) of even dimension 2n, and the file's states have {shape.dim} "
+            f"space z = (q, p) of even dimension 2n, and the states of {source} have {shape.dim} "
             "components; use a volume-preserving model (vp-feedforward, vp-transformer) or an "
             "unconstrained one (resnet, transformer)")
     try:

@@ -32,8 +32,10 @@ from ..datasets import (
     three_body,
 )
 from ..integrators import GaussLegendre6
+from ._own_data import DataFile
 
-__all__ = ["for_system", "RECIPES", "DEFAULT_DT", "DEFAULT_STEPS", "ORDER_DEPENDENT_SEQ_LENGTH",
+__all__ = ["for_system", "phase_space", "RECIPES", "CLOCK_DROPPED", "DEFAULT_DT", "DEFAULT_STEPS",
+           "ORDER_DEPENDENT_SEQ_LENGTH",
            "SAMPLED_TRAJECTORIES", "SAMPLED_STEPS", "MAX_TRAJECTORIES"]
 
 #: Time step and number of steps of the generic recipe (any system without its own).
@@ -164,6 +166,29 @@ RECIPES = {
     "forced_mass_spring": _dissipative_recipe(forced_mass_spring,
                                               "|(q, p)|^2 in [1, 4.5] at t = 0", 500),
 }
+
+
+#: The systems written in extended phase space whose recipe drops the clock $(\tau, E)$:
+#: their data are the physical rows (the driven pendulum's $(q, p)$, the pulsating rigid
+#: body's $z \in \mathbb{R}^3$), and the drive phase is in the row's place in a window.
+CLOCK_DROPPED = frozenset({"parametric_pendulum", "forced_rigid_body"})
+_CLOCK = ("tau", "E")
+
+
+def phase_space(name: str, system):
+    """What the command line's models for the system `name` act on: `system` itself, or,
+    for a system in `CLOCK_DROPPED`, a `DataFile` of its components without the clock
+    (dimension `system.dim - 2`, canonical when the system is). Such data have no system
+    of their own dimension: the command line evaluates models trained on them against
+    the data alone (`geomlearn.evaluate(..., system=None)`: rollout errors and the
+    structure of the map, no invariants — the energy of a driven system is not conserved)."""
+    if name not in CLOCK_DROPPED:
+        return system
+    keep = tuple(label for label in system.labels if label not in _CLOCK)
+    if len(keep) != system.dim - len(_CLOCK):
+        raise ValueError(f"{type(system).__name__} has no clock components {_CLOCK} among "
+                         f"its labels {system.labels}")
+    return DataFile(len(keep), bool(system.canonical), keep)
 
 
 def for_system(name: str, system, *, n_trajectories: int | None = None, seed: int = 0,

@@ -67,7 +67,8 @@ class ModelSpec:
         if not 1 <= pw <= T:
             raise ValueError(f"--prediction-window must be between 1 and --seq-length={T}, got {pw}")
         overrides = {"seq_length": T} if "seq_length" in params else {}
-        overrides["positional_encoding"] = bool(positional_encoding)
+        overrides["positional_encoding"] = (positional_encoding if isinstance(positional_encoding, str)
+                                            else bool(positional_encoding))
         return overrides, {"seq_length": T, "prediction_window": pw}
 
     def build_for(self, system, *, key, seq_length=None, prediction_window=None,
