@@ -38,6 +38,7 @@ BENCHMARKS: dict[str, str] = {
     "new_families": "benchmarks.new_families",
     "positional_encoding": "benchmarks.positional_encoding",
     "positional_encoding_lm": "benchmarks.positional_encoding_lm",
+    "positional_encoding_cli": "benchmarks.positional_encoding_cli",
     "long_rollout": "benchmarks.long_rollout",
     "dissipation": "benchmarks.dissipation",
     "distributed_lm": "benchmarks.distributed_lm",
@@ -65,6 +66,8 @@ DESCRIPTIONS: dict[str, str] = {
     "pendulum, pulsating rigid body) vs Markov problems, equal budget, median of seeds",
     "positional_encoding_lm": "positional encoding with / without at equal wall time, LM and "
     "Adam, every transformer family, Markov and order-dependent problems",
+    "positional_encoding_cli": "geomlearn train with / without --positional-encoding at the "
+    "command line's defaults (float32, LM up to 500 iterations), Markov and order-dependent systems",
     "distributed_lm": "Levenberg-Marquardt with per-process shards: 2 processes on 2 cores "
     "vs 1 on 1 core (per-process memory of data and accumulation, iteration time)",
     "long_rollout": "bounded horizon of 1e5-state rollouts of VPT, SymT, LST, ST after LM "

@@ -511,6 +511,44 @@ def test_positional_encoding_lm_judges_each_case_on_the_median_over_its_seeds():
     assert B._seeds({"seeds": 2}) == [0, 1] and B._seeds({"seeds": [3, 5]}) == [3, 5]
 
 
+@pytest.mark.slow
+def test_positional_encoding_cli_quick(quick_runs):
+    payload, _ = _quick(quick_runs, "positional_encoding_cli")
+    s, runs = payload["settings"], payload["results"]["runs"]
+    assert [[r["system"], r["model"]] for r in runs] == s["cases"]
+    for r in runs:
+        without, with_ = r["without"], r["with"]
+        # geomlearn train as a user runs it: float32, here three LM iterations each
+        assert without["dtype"] == with_["dtype"] == "float32"
+        assert without["epochs"] == with_["epochs"] == 3
+        assert 0 < with_["params"] - without["params"] < 0.5 * without["params"]
+        assert r["val_ratio"] == pytest.approx(with_["val_loss"] / without["val_loss"])
+    assert "| system | order matters | model |" in quick_runs["positional_encoding_cli"]["stdout"]
+
+
+def test_positional_encoding_cli_spells_the_flag_and_counts_the_seeds_made_worse():
+    from benchmarks import positional_encoding_cli as B
+
+    assert B._flag("False") == [] and B._flag("True") == ["--positional-encoding"]
+    assert B._flag("amplitude") == ["--positional-encoding", "amplitude"]
+
+    def run(seed, without, with_, encoding="True"):
+        return {"system": "parametric_pendulum", "model": "symplectic-transformer",
+                "order": "yes", "encoding": encoding, "seed": seed, "params": "26 → 34",
+                "val_without": without, "val_with": with_, "val_ratio": with_ / without}
+
+    runs = [run(0, 0.2, 0.6), run(1, 0.2, 0.05), run(2, 0.2, 0.1), run(0, 0.2, 0.02, "bias")]
+    rows = {r["encoding"]: r for r in B._medians({}, {"runs": runs})}
+    true = rows["True"]
+    assert true["n_seeds"] == 3 and true["worse"] == "1 of 3"  # 3.0 > 1.2, 0.25 and 0.5 not
+    assert true["val_ratio"] == pytest.approx(0.5) and true["val_with"] == pytest.approx(0.1)
+    assert rows["bias"]["worse"] == "0 of 1"
+    gain = {t["target"]: t for t in B._targets({}, {"runs": runs})}
+    assert [t["met"] for t in gain.values()] == [False, True]  # 2x < 5x; 10x ≥ 5x
+    with pytest.raises(ValueError, match="selects none"):
+        B._select(B.CASES, "kepler")
+
+
 @pytest.mark.slow  # starts a process
 def test_report_renders_recorded_results(tmp_path):
     from benchmarks import _report
