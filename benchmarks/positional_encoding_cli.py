@@ -20,10 +20,16 @@ trajectories of the command line's recipe).
 (`--encodings True,amplitude`) compares designs. The long-horizon evaluation is off
 (`--horizon 0`): it does not change the losses.
 
+With the encoding the command line trains the symplectic and the linear symplectic
+transformer **position-last** under Levenberg–Marquardt (`fit_position_last`: half the
+budget without the position signal, then with it), the others from the start;
+`--training from-start` / `position-last` applies one way to every family.
+
     python -m benchmarks positional_encoding_cli                     # ~12 min on one core
     python -m benchmarks positional_encoding_cli --encodings True,amplitude --seeds 0,1,2
     python -m benchmarks positional_encoding_cli --precision float64   # geomlearn train --x64
     python -m benchmarks positional_encoding_cli --time-budget 20      # --time-budget 20
+    python -m benchmarks positional_encoding_cli --training from-start # gains from iteration 1
 """
 
 from __future__ import annotations
@@ -71,7 +77,24 @@ def _flag(encoding: str) -> list[str]:
     return ["--positional-encoding"] + ([] if encoding == "True" else [encoding])
 
 
-def _train(case, encoding: str, seed: int, extra: list[str]) -> dict:
+@contextlib.contextmanager
+def _training(model: str, training: str):
+    """The command line's spec of `model` as `training` says: `"cli"` as registered,
+    `"from-start"` / `"position-last"` with `position_last` off / on (every family)."""
+    import dataclasses
+
+    from geomlearn import cli
+
+    spec = cli.MODELS[model]
+    if training != "cli":
+        cli.MODELS[model] = dataclasses.replace(spec, position_last=training == "position-last")
+    try:
+        yield
+    finally:
+        cli.MODELS[model] = spec
+
+
+def _train(case, encoding: str, seed: int, extra: list[str], training: str = "cli") -> dict:
     """One `geomlearn train` in this process (float32 as a user runs it, unless `extra`
     holds `--x64`); its printed output is captured and dropped, its files read back."""
     import jax
@@ -86,7 +109,8 @@ def _train(case, encoding: str, seed: int, extra: list[str]) -> dict:
         argv = ["train", "--system", system, "--model", model, "--seed", str(seed),
                 "--horizon", "0", "--out", str(out), *_flag(encoding), *extra]
         # the pinned process runs in float64; the command line's default is float32
-        with jax.enable_x64(False), contextlib.redirect_stdout(io.StringIO()), \
+        with jax.enable_x64(False), _training(model, training), \
+                contextlib.redirect_stdout(io.StringIO()), \
                 contextlib.redirect_stderr(io.StringIO()) as err:
             rc = cli.main(argv)
         if rc != 0:
@@ -111,7 +135,7 @@ def measure(settings: dict, ctx) -> dict:
         for seed in settings["seeds"]:
             without = _train(case, "False", seed, extra)
             for encoding in settings["encodings"]:
-                with_ = _train(case, encoding, seed, extra)
+                with_ = _train(case, encoding, seed, extra, settings.get("training", "cli"))
                 runs.append({
                     "system": case[0], "model": case[1],
                     "order": "yes" if PROBLEMS[case[0]] else "no (Markov)",
@@ -174,6 +198,14 @@ def _notes(settings, results) -> list:
          + (f"for {settings['time_budget']:g} s" if settings.get("time_budget") else
             "up to 500 iterations or 150 s")
          + ", stopping when it stalls); 'iterations' are its LM iterations without / with."),
+        {"cli": "With the encoding, the symplectic and linear symplectic transformers train "
+                "position-last (geomlearn.training.fit_position_last: half the budget without "
+                "the position signal), the others from the start, as the command line does.",
+         "from-start": "With the encoding, every family trains its position gains from the "
+                       "first iteration (what the command line did before position-last).",
+         "position-last": "With the encoding, every family trains position-last (half the "
+                          "budget without the position signal first)."}[
+            settings.get("training", "cli")],
     ]
 
 
@@ -182,10 +214,11 @@ SPEC = Benchmark(
     description="geomlearn train with / without --positional-encoding at the command line's "
                 "defaults (float32, LM up to 500 iterations), Markov and order-dependent systems",
     full={"seeds": [0, 1, 2], "encodings": ["True"], "cases": [list(c) for c in CASES],
-          "select": None, "extra": [], "precision": "float32", "time_budget": None},
+          "select": None, "extra": [], "precision": "float32", "time_budget": None,
+          "training": "cli"},
     quick={"seeds": [0], "encodings": ["True"], "cases": [list(c) for c in QUICK_CASES],
            "select": None, "extra": ["--epochs", "3"], "precision": "float32",
-           "time_budget": None},
+           "time_budget": None, "training": "cli"},
     measure=measure,
     tables=(
         Table("geomlearn train without / with --positional-encoding, per seed ({precision})",
@@ -220,6 +253,11 @@ SPEC = Benchmark(
         Option("--time-budget", float, "seconds of training per run (geomlearn train "
                "--time-budget: LM until the budget is spent or it stalls) instead of the "
                "command line's 500 iterations"),
+        Option("--training", str, "cli (as registered: the symplectic transformers "
+               "position-last under LM), from-start (every family trains its position gains "
+               "from the first iteration) or position-last (every family without its "
+               "position signal for half the budget first)",
+               choices=("cli", "from-start", "position-last")),
     ),
     one_core=True,
 )

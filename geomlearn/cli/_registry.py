@@ -85,9 +85,11 @@ for _spec in (
     ModelSpec("vp-transformer", models.VolumePreservingTransformer,
               {"n_blocks": 6, "n_linear": 1, "L": 1}, "volume", windows=True),
     ModelSpec("linear-symplectic-transformer", models.LinearSymplecticTransformer,
-              {"n_sympnet": 2, "L": 1}, "symplectic", True, windows=True),
+              {"n_sympnet": 2, "L": 1}, "symplectic", True, windows=True,
+              position_last=True),
     ModelSpec("symplectic-transformer", models.SymplecticTransformer,
-              {"n_sympnet": 2, "L": 1}, "symplectic", True, windows=True),
+              {"n_sympnet": 2, "L": 1}, "symplectic", True, windows=True,
+              position_last=True),
     # Model reduction: `reduced_dim` is the constructor argument that `--reduced-dim`
     # overrides. `symplectic-autoencoder` trains the reduction that predicts (measured on
     # the Toda bump, benchmarks/RESULTS.md): a symplectic autoencoder whose decoder is the

@@ -32,10 +32,14 @@ from ._interrupt import TrainingInterrupted
 from ._keep_best import KeepBest
 from ._losses import AbstractLoss, CallableLoss, MeanSquaredLoss, RelativeLoss, resolve_loss
 from ._optimizer import default_optimizer
+from ._staged import fit_position_last, plain_twin, trains_position_last
 
 __all__ = [
     "fit",
     "fit_autoencoder",
+    "fit_position_last",
+    "plain_twin",
+    "trains_position_last",
     "default_optimizer",
     "choose_trainer",
     "NonFiniteLossError",
