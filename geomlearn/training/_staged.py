@@ -128,6 +128,11 @@ def fit_position_last(model, data, *, key, epochs=None, time_budget=None, **opti
     first stage when it was interrupted, stopped by the callback or converged, or when
     nothing of the budget is left.
 
+    Under a monotone trainer (Levenberg–Marquardt) the result is at most the loss of the
+    plain twin *after the first stage* — not that of the plain model trained for the whole
+    budget: where the first half is far from converged, the encoded model can end above
+    it (the standard transformer on Hénon–Heiles, one seed of three 1.78×; see below).
+
     Measured through the command line (ten seeds, float32, at most 500 iterations;
     docs/concepts/positional_encoding.md): no seed of any transformer family ended worse
     than without the encoding (trained from the start, 16 of 80 pairs did, up to 6×); the
