@@ -16,6 +16,9 @@ trajectories of the command line's recipe).
 | `parametric_pendulum` (the driven pendulum's `(q, p)` rows, windows aligned with the drive) | yes | all four transformers |
 | `forced_rigid_body` (the pulsating rigid body's `z` rows, aligned) | yes | transformer, vp-transformer |
 
+`--size large` passes `--model-option` to give each family the larger size of
+`benchmarks.positional_encoding_lm` (`LARGE`); the registry's sizes are the default.
+
 `--positional-encoding` alone is each family's `True`; a placement by name
 (`--encodings True,amplitude`) compares designs. The long-horizon evaluation is off
 (`--horizon 0`): it does not change the losses.
@@ -30,6 +33,7 @@ budget without the position signal, then with it), the others from the start;
     python -m benchmarks positional_encoding_cli --precision float64   # geomlearn train --x64
     python -m benchmarks positional_encoding_cli --time-budget 20      # --time-budget 20
     python -m benchmarks positional_encoding_cli --training from-start # gains from iteration 1
+    python -m benchmarks positional_encoding_cli --size large --cases parametric_pendulum
 """
 
 from __future__ import annotations
@@ -56,6 +60,14 @@ CASES = (
     ("forced_rigid_body", "vp-transformer"),
 )
 QUICK_CASES = (("parametric_pendulum", "symplectic-transformer"),)
+#: `--size large`: the constructor arguments (`geomlearn train --model-option`) that give
+#: each family the larger size of `benchmarks.positional_encoding_lm`
+LARGE = {
+    "symplectic-transformer": ["width=12", "L=2"],
+    "linear-symplectic-transformer": ["width=12", "L=2"],
+    "transformer": ["transformer_dim=8"],
+    "vp-transformer": ["L=2"],
+}
 
 
 def _select(cases, wanted: str | None):
@@ -132,10 +144,12 @@ def measure(settings: dict, ctx) -> dict:
     if settings.get("time_budget"):
         extra += ["--time-budget", str(settings["time_budget"])]
     for case in _select([tuple(c) for c in settings["cases"]], settings["select"]):
+        sized = extra + (["--model-option", *LARGE[case[1]]]
+                         if settings.get("size") == "large" else [])
         for seed in settings["seeds"]:
-            without = _train(case, "False", seed, extra)
+            without = _train(case, "False", seed, sized)
             for encoding in settings["encodings"]:
-                with_ = _train(case, encoding, seed, extra, settings.get("training", "cli"))
+                with_ = _train(case, encoding, seed, sized, settings.get("training", "cli"))
                 runs.append({
                     "system": case[0], "model": case[1],
                     "order": "yes" if PROBLEMS[case[0]] else "no (Markov)",
@@ -177,16 +191,18 @@ def _medians(settings, results) -> list[dict]:
 
 def _targets(settings, results) -> list:
     out = []
+    how = ("the command line's defaults" if settings.get("size", "default") == "default"
+           else "the larger sizes (--model-option)")
     for r in _medians(settings, results):
         name = f"geomlearn train --system {r['system']} --model {r['model']}, {r['encoding']}"
         if r["order"] == "yes":
             out.append(C.target(f"{name}: gain", "median val(without) / val(with) ≥ 5",
                                 1.0 / r["val_ratio"], 1.0 / r["val_ratio"] >= 5.0, "x",
-                                "the command line's defaults"))
+                                how))
         else:
             out.append(C.target(f"{name}: cost", "median val(with) / val(without) ≤ 1.2",
                                 r["val_ratio"], r["val_ratio"] <= 1.2, "x",
-                                "the command line's defaults"))
+                                how))
     return out
 
 
@@ -194,7 +210,10 @@ def _notes(settings, results) -> list:
     return [
         "Ratios are with / without the encoding: below 1 the encoding helps.",
         "'worse' counts the seeds whose validation loss the encoding raised by more than 20 %.",
-        (f"Each run is `geomlearn train` with its defaults ({settings['precision']}; LM "
+        (f"Each run is `geomlearn train` with its defaults ({settings['precision']}; "
+         + ("the larger sizes, --model-option " + "; ".join(
+             f"{m}: {' '.join(o)}" for m, o in LARGE.items()) + "; "
+            if settings.get("size") == "large" else "") + "LM "
          + (f"for {settings['time_budget']:g} s" if settings.get("time_budget") else
             "up to 500 iterations or 150 s")
          + ", stopping when it stalls); 'iterations' are its LM iterations without / with."),
@@ -215,10 +234,10 @@ SPEC = Benchmark(
                 "defaults (float32, LM up to 500 iterations), Markov and order-dependent systems",
     full={"seeds": [0, 1, 2], "encodings": ["True"], "cases": [list(c) for c in CASES],
           "select": None, "extra": [], "precision": "float32", "time_budget": None,
-          "training": "cli"},
+          "training": "cli", "size": "default"},
     quick={"seeds": [0], "encodings": ["True"], "cases": [list(c) for c in QUICK_CASES],
            "select": None, "extra": ["--epochs", "3"], "precision": "float32",
-           "time_budget": None, "training": "cli"},
+           "time_budget": None, "training": "cli", "size": "default"},
     measure=measure,
     tables=(
         Table("geomlearn train without / with --positional-encoding, per seed ({precision})",
@@ -258,6 +277,9 @@ SPEC = Benchmark(
                "from the first iteration) or position-last (every family without its "
                "position signal for half the budget first)",
                choices=("cli", "from-start", "position-last")),
+        Option("--size", str, "default (the registry's sizes) or large (geomlearn train "
+               "--model-option: the larger sizes of positional_encoding_lm)",
+               choices=("default", "large")),
     ),
     one_core=True,
 )

@@ -28,7 +28,10 @@ the command line's default for the problem (3):
 Sizes: `default`, the command line's (`geomlearn.cli._registry.MODELS`), and `large`,
 the size a user picks for more capacity: `SymplecticTransformer(dim, width=12, L=2)`,
 the same for `LinearSymplecticTransformer`, `Transformer(dim, L=2, transformer_dim=8)`,
-`VolumePreservingTransformer(dim, n_blocks=6, L=2)` (on Hénon–Heiles, under LM).
+`VolumePreservingTransformer(dim, n_blocks=6, L=2)` (under LM, on Hénon–Heiles and on
+the order-dependent problems: at the command line's smallest sizes — 26 parameters for
+the symplectic transformer on the 2-d driven pendulum — capacity, not the position
+signal, limits what the encoding can gain).
 
 Trainers: the command line's (`geomlearn.training.choose_trainer` with `trainer="lm"` or
 `"adam"` and `time_budget=budget`): Levenberg–Marquardt (a random subset of 4096 samples
@@ -42,7 +45,7 @@ Goals (`benchmarks/RESULTS.md`): Markov problems, LM, both sizes: training and
 validation loss with / without ≤ 1.2; order-dependent problems, LM: validation loss
 without / with ≥ 5.
 
-    python -m benchmarks positional_encoding_lm                 # ~25 min on one core
+    python -m benchmarks positional_encoding_lm                 # ~31 min on one core
     python -m benchmarks positional_encoding_lm --budget-s 60   # longer runs
     python -m benchmarks positional_encoding_lm --cases "henon_heiles ST"  # some pairs
     python -m benchmarks positional_encoding_lm --encodings True,bias      # both designs
@@ -83,6 +86,11 @@ CASES = tuple(
         ("fast_driven_pendulum", ("ST", "LST")),
     ) for f in fs]
     + [("henon_heiles", f, "large", "lm") for f in ("ST", "LST", "TF", "VPT")]
+    + [(p, f, "large", "lm") for p, fs in (
+        ("parametric_pendulum", ("ST", "LST", "TF", "VPT")),
+        ("forced_rigid_body", ("TF", "VPT")),
+        ("fast_driven_pendulum", ("ST", "LST")),
+    ) for f in fs]
     + [(p, f, "default", "adam") for p in ("henon_heiles", "parametric_pendulum")
        for f in ("ST", "LST", "TF", "VPT")]
 )

@@ -190,6 +190,41 @@ def test_a_placement_by_name_and_a_wrong_one(tmp_path, capsys):
     assert not (tmp_path / "bad").exists()
 
 
+def test_model_options_choose_the_size(tmp_path, capsys):
+    """`--model-option NAME=VALUE` replaces the registry's size (read as Python literals,
+    strings otherwise), reaches the saved model and run.json; without it the registry's
+    defaults stand (the negative control)."""
+    base = ["train", "--system", "parametric_pendulum", "--model", "symplectic-transformer",
+            "--positional-encoding", "--epochs", "1", "--horizon", "0"]
+    assert cli.main(base + ["--out", str(tmp_path / "plain")]) == 0
+    assert cli.main(base + ["--out", str(tmp_path / "large"), "--model-option", "width=12",
+                            "L=2", "--model-option", "activation=sigmoid"]) == 0
+    capsys.readouterr()
+    plain = gl.load(tmp_path / "plain" / "model.geomlearn").config()
+    large = gl.load(tmp_path / "large" / "model.geomlearn").config()
+    assert (plain["width"], plain["L"]) == (2, 1)  # the registry's size for 2-d states
+    assert (large["width"], large["L"], large["positional_encoding"]) == (12, 2, True)
+    assert large["activation"] != plain["activation"]
+    run = strict_json(tmp_path / "large" / "run.json")
+    assert run["model_options"] == {"width": 12, "L": 2, "activation": "sigmoid"}
+    assert strict_json(tmp_path / "plain" / "run.json")["model_options"] == {}
+    assert cli.main(["check", str(tmp_path / "large"), "--points", "3"]) == 0
+
+
+def test_model_options_parse_literals_and_refuse_malformed_pairs():
+    from geomlearn.cli._specs import parse_model_options
+
+    assert parse_model_options(["n=3", "x=0.5", "flag=False", "none=None", "name=tanh",
+                                "pair=(16, 16)"]) == {
+        "n": 3, "x": 0.5, "flag": False, "none": None, "name": "tanh", "pair": (16, 16)}
+    assert parse_model_options(None) == {}
+    for bad in ("width", "=3", "width=", "2w=3"):
+        with pytest.raises(ValueError, match="NAME=VALUE"):
+            parse_model_options([bad])
+    with pytest.raises(ValueError, match="given twice"):
+        parse_model_options(["width=2", "width=3"])
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -210,6 +245,14 @@ def test_a_placement_by_name_and_a_wrong_one(tmp_path, capsys):
         (["train", "--model", "transformer", "--seq-length", "3", "--prediction-window", "4"],
          "between 1 and --seq-length=3"),
         (["evaluate", "/no/such/dir"], "no model.geomlearn"),
+        (["train", "--model-option", "widht=8"],
+         "--model-option widht: GSympNet takes n_layers, width, .*not 'widht'"),
+        (["train", "--model-option", "dim=3"], "not 'dim' .the dimension comes from the data"),
+        (["train", "--model", "symplectic-transformer", "--model-option", "positional_encoding=True"],
+         "--model-option positional_encoding: set it with --positional-encoding"),
+        (["train", "--model-option", "dtype=float64"], "set it with --x64"),
+        (["train", "--model-option", "width"], "expects NAME=VALUE"),
+        (["train", "--model-option", "width=-1"], "cannot build gsympnet.*width"),
     ],
 )
 def test_user_errors(argv, message, capsys, tmp_path):

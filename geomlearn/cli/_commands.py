@@ -21,6 +21,7 @@ from ._own_data import check_model_fits, from_file, held_out_of_run, split_file
 from ._recipes import for_system, phase_space
 from ._registry import MODELS, resolve_model, spec_of
 from ._runs import MODEL_FILE, load_run, read_run_json, run_folder
+from ._specs import parse_model_options
 
 __all__ = ["DEFAULT_SEQ_LENGTH", "DEFAULT_HORIZON", "train", "evaluate", "check", "NOTHING_TO_CHECK", "list_all", "model_by_name", "system_by_name"]
 
@@ -102,7 +103,8 @@ def _build(spec, system, args, key):
     return user(
         spec.build_for, system, key=key, seq_length=args.seq_length or DEFAULT_SEQ_LENGTH,
         prediction_window=args.prediction_window, reduced_dim=args.reduced_dim,
-        positional_encoding=args.positional_encoding)
+        positional_encoding=args.positional_encoding,
+        model_options=user(parse_model_options, args.model_option))
 
 
 def _prepare(spec, model, train_data, fit_options, args):
@@ -132,6 +134,7 @@ def _run_record(args, *, system_name, system, spec, model, fit_options, epochs, 
         "prediction_window": fit_options.get("prediction_window"),
         "positional_encoding": (args.positional_encoding if isinstance(args.positional_encoding, str)
                                 else bool(args.positional_encoding)),
+        "model_options": parse_model_options(args.model_option),
         "n_trajectories": args.n_trajectories, "seed": args.seed, "x64": bool(args.x64),
         "dtype": str(train_data.dtype), "data": description, "loss": "relative",
         "canonical": bool(system.canonical), "labels": list(getattr(system, "labels", ()) or ()),

@@ -9,6 +9,7 @@ the dissipative specs serve the conformal and port-Hamiltonian networks, and
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 from typing import Any
@@ -27,6 +28,7 @@ from ..systems import AbstractPortHamiltonianSystem
 from ..training import choose_trainer, fit, fit_position_last, trains_position_last
 
 __all__ = [
+    "parse_model_options",
     "ModelSpec",
     "DegreesOfFreedomSpec",
     "LiePoissonSpec",
@@ -34,6 +36,30 @@ __all__ = [
     "ConformalSpec",
     "PortHamiltonianSpec",
 ]
+
+
+#: Constructor arguments that the command line sets itself, and the flag that sets each.
+_OWN_FLAGS = {"key": "--seed", "dtype": "--x64", "seq_length": "--seq-length",
+              "prediction_window": "--prediction-window",
+              "positional_encoding": "--positional-encoding", "reduced_dim": "--reduced-dim"}
+
+
+def parse_model_options(pairs) -> dict[str, Any]:
+    """`{name: value}` from the strings `NAME=VALUE` of `--model-option`: a value is read
+    as a Python literal (`12`, `0.5`, `True`, `None`, `(16, 16)`), otherwise kept as a
+    string (`activation=tanh`). `ValueError` for a malformed pair or a name given twice."""
+    options: dict[str, Any] = {}
+    for pair in pairs or ():
+        name, sep, text = str(pair).partition("=")
+        if not sep or not name.isidentifier() or not text:
+            raise ValueError(f"--model-option expects NAME=VALUE (e.g. width=12), got {pair!r}")
+        if name in options:
+            raise ValueError(f"--model-option {name} is given twice")
+        try:
+            options[name] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            options[name] = text
+    return options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,15 +102,18 @@ class ModelSpec:
         return overrides, {"seq_length": T, "prediction_window": pw}
 
     def build_for(self, system, *, key, seq_length=None, prediction_window=None,
-                  positional_encoding=False, reduced_dim=None):
+                  positional_encoding=False, reduced_dim=None, model_options=None):
         """`(model, fit_options)`: the model for `system` with the command line's options.
 
         Window models get `prediction_window = seq_length` by default (the rollout then
         iterates the model map itself and keeps its structure); `fit_options` holds the
-        `seq_length`/`prediction_window` to pass to `fit` and `evaluate`. Options that do
-        not apply raise `ValueError`.
+        `seq_length`/`prediction_window` to pass to `fit` and `evaluate`.
+        `model_options` (`--model-option`) replace the spec's `defaults` or set other
+        constructor arguments (e.g. `{"width": 12, "L": 2}`). Options that do not apply
+        raise `ValueError`.
         """
         params = inspect.signature(self.cls.__init__).parameters
+        chosen = self._checked_options(params, model_options or {})
         overrides, options = {}, {}
         if self.windows:
             overrides, options = self._window_options(
@@ -94,9 +123,24 @@ class ModelSpec:
                 raise ValueError(f"--reduced-dim does not apply to {self.name}")
             overrides["reduced_dim"] = reduced_dim
         try:
-            return self.build(system.dim, key=key, **overrides), options
+            return self.build(system.dim, key=key, **chosen, **overrides), options
         except (TypeError, ValueError) as e:
             raise ValueError(f"cannot build {self.name} for {type(system).__name__}: {e}") from None
+
+    def _checked_options(self, params, model_options: dict) -> dict:
+        """`model_options`, checked against the constructor's arguments: not the state
+        dimension (the data's), not one the command line sets by its own flag."""
+        names = [n for n in params if n != "self"]
+        accepted = [n for n in names[1:] if n not in _OWN_FLAGS
+                    and params[n].kind not in (params[n].VAR_POSITIONAL, params[n].VAR_KEYWORD)]
+        for name in model_options:
+            if name in _OWN_FLAGS and name in names:
+                raise ValueError(f"--model-option {name}: set it with {_OWN_FLAGS[name]}")
+            if name not in accepted:
+                raise ValueError(f"--model-option {name}: {self.cls.__name__} takes "
+                                 f"{', '.join(accepted) or 'no options'}, not {name!r}"
+                                 + (" (the dimension comes from the data)" if names and name == names[0] else ""))
+        return dict(model_options)
 
     # ------------------------------------------------ how the command line uses the model
 
