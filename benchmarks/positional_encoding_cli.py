@@ -12,7 +12,7 @@ trajectories of the command line's recipe).
 
 | system | order matters? | models |
 |---|---|---|
-| `henon_heiles` | no (Markov) | symplectic-transformer, linear-symplectic-transformer |
+| `henon_heiles` | no (Markov) | all four transformers |
 | `parametric_pendulum` (the driven pendulum's `(q, p)` rows, windows aligned with the drive) | yes | all four transformers |
 | `forced_rigid_body` (the pulsating rigid body's `z` rows, aligned) | yes | transformer, vp-transformer |
 
@@ -28,7 +28,7 @@ transformer **position-last** under Levenberg–Marquardt (`fit_position_last`: 
 budget without the position signal, then with it), the others from the start;
 `--training from-start` / `position-last` applies one way to every family.
 
-    python -m benchmarks positional_encoding_cli                     # ~12 min on one core
+    python -m benchmarks positional_encoding_cli                     # ~28 min on one core
     python -m benchmarks positional_encoding_cli --encodings True,amplitude --seeds 0,1,2
     python -m benchmarks positional_encoding_cli --precision float64   # geomlearn train --x64
     python -m benchmarks positional_encoding_cli --time-budget 20      # --time-budget 20
@@ -52,6 +52,8 @@ PROBLEMS = {"henon_heiles": False, "parametric_pendulum": True, "forced_rigid_bo
 CASES = (
     ("henon_heiles", "symplectic-transformer"),
     ("henon_heiles", "linear-symplectic-transformer"),
+    ("henon_heiles", "transformer"),
+    ("henon_heiles", "vp-transformer"),
     ("parametric_pendulum", "symplectic-transformer"),
     ("parametric_pendulum", "linear-symplectic-transformer"),
     ("parametric_pendulum", "transformer"),
