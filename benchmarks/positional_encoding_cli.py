@@ -17,7 +17,10 @@ trajectories of the command line's recipe).
 | `forced_rigid_body` (the pulsating rigid body's `z` rows, aligned) | yes | transformer, vp-transformer |
 
 `--size large` passes `--model-option` to give each family the larger size of
-`benchmarks.positional_encoding_lm` (`LARGE`); the registry's sizes are the default.
+`benchmarks.positional_encoding_lm` (`LARGE`); `--size small` the command line's sizes
+until 2026-12-03 (`SMALL`: results recorded before that date at the registry's sizes,
+`size: default` in their settings, were at these); the registry's sizes are the
+default.
 
 `--positional-encoding` alone is each family's `True`; a placement by name
 (`--encodings True,amplitude`) compares designs. The long-horizon evaluation is off
@@ -70,6 +73,17 @@ LARGE = {
     "transformer": ["transformer_dim=8"],
     "vp-transformer": ["L=2"],
 }
+
+
+#: `--size small`: the command line's sizes until 2026-12-03 (width `dim` and one unit
+#: for the symplectic transformers, `transformer_dim = dim`; the VPT's is unchanged)
+SMALL = {
+    "symplectic-transformer": ["width=None", "L=1"],
+    "linear-symplectic-transformer": ["width=None", "L=1"],
+    "transformer": ["transformer_dim=None"],
+    "vp-transformer": [],
+}
+SIZES = {"large": LARGE, "small": SMALL}
 
 
 def _select(cases, wanted: str | None):
@@ -146,8 +160,8 @@ def measure(settings: dict, ctx) -> dict:
     if settings.get("time_budget"):
         extra += ["--time-budget", str(settings["time_budget"])]
     for case in _select([tuple(c) for c in settings["cases"]], settings["select"]):
-        sized = extra + (["--model-option", *LARGE[case[1]]]
-                         if settings.get("size") == "large" else [])
+        options = SIZES.get(settings.get("size"), {}).get(case[1])
+        sized = extra + (["--model-option", *options] if options else [])
         for seed in settings["seeds"]:
             without = _train(case, "False", seed, sized)
             for encoding in settings["encodings"]:
@@ -193,8 +207,9 @@ def _medians(settings, results) -> list[dict]:
 
 def _targets(settings, results) -> list:
     out = []
-    how = ("the command line's defaults" if settings.get("size", "default") == "default"
-           else "the larger sizes (--model-option)")
+    how = {"default": "the command line's defaults", "large": "the larger sizes (--model-option)",
+           "small": "the command line's sizes until 2026-12-03 (--model-option)"}[
+               settings.get("size", "default")]
     for r in _medians(settings, results):
         name = f"geomlearn train --system {r['system']} --model {r['model']}, {r['encoding']}"
         if r["order"] == "yes":
@@ -213,9 +228,9 @@ def _notes(settings, results) -> list:
         "Ratios are with / without the encoding: below 1 the encoding helps.",
         "'worse' counts the seeds whose validation loss the encoding raised by more than 20 %.",
         (f"Each run is `geomlearn train` with its defaults ({settings['precision']}; "
-         + ("the larger sizes, --model-option " + "; ".join(
-             f"{m}: {' '.join(o)}" for m, o in LARGE.items()) + "; "
-            if settings.get("size") == "large" else "") + "LM "
+         + (f"--size {settings['size']}, --model-option " + "; ".join(
+             f"{m}: {' '.join(o) or '(none)'}" for m, o in SIZES[settings["size"]].items())
+            + "; " if settings.get("size") in SIZES else "") + "LM "
          + (f"for {settings['time_budget']:g} s" if settings.get("time_budget") else
             "up to 500 iterations or 150 s")
          + ", stopping when it stalls); 'iterations' are its LM iterations without / with."),
@@ -279,9 +294,9 @@ SPEC = Benchmark(
                "from the first iteration) or position-last (every family without its "
                "position signal for half the budget first)",
                choices=("cli", "from-start", "position-last")),
-        Option("--size", str, "default (the registry's sizes) or large (geomlearn train "
-               "--model-option: the larger sizes of positional_encoding_lm)",
-               choices=("default", "large")),
+        Option("--size", str, "default (the registry's sizes), large (geomlearn train "
+               "--model-option: the larger sizes of positional_encoding_lm) or small (the "
+               "command line's sizes until 2026-12-03)", choices=("default", "large", "small")),
     ),
     one_core=True,
 )

@@ -197,16 +197,16 @@ def test_model_options_choose_the_size(tmp_path, capsys):
     base = ["train", "--system", "parametric_pendulum", "--model", "symplectic-transformer",
             "--positional-encoding", "--epochs", "1", "--horizon", "0"]
     assert cli.main(base + ["--out", str(tmp_path / "plain")]) == 0
-    assert cli.main(base + ["--out", str(tmp_path / "large"), "--model-option", "width=12",
-                            "L=2", "--model-option", "activation=sigmoid"]) == 0
+    assert cli.main(base + ["--out", str(tmp_path / "large"), "--model-option", "width=20",
+                            "L=3", "--model-option", "activation=sigmoid"]) == 0
     capsys.readouterr()
     plain = gl.load(tmp_path / "plain" / "model.geomlearn").config()
     large = gl.load(tmp_path / "large" / "model.geomlearn").config()
-    assert (plain["width"], plain["L"]) == (2, 1)  # the registry's size for 2-d states
-    assert (large["width"], large["L"], large["positional_encoding"]) == (12, 2, True)
+    assert (plain["width"], plain["L"]) == (12, 2)  # the registry's size
+    assert (large["width"], large["L"], large["positional_encoding"]) == (20, 3, True)
     assert large["activation"] != plain["activation"]
     run = strict_json(tmp_path / "large" / "run.json")
-    assert run["model_options"] == {"width": 12, "L": 2, "activation": "sigmoid"}
+    assert run["model_options"] == {"width": 20, "L": 3, "activation": "sigmoid"}
     assert strict_json(tmp_path / "plain" / "run.json")["model_options"] == {}
     assert cli.main(["check", str(tmp_path / "large"), "--points", "3"]) == 0
 

@@ -20,8 +20,8 @@ __all__ = ["main", "EXAMPLES"]
 
 EXAMPLES = {
     "train": ("geomlearn train\n  geomlearn train --system rigid_body --model vp-transformer --positional-encoding"
-              "\n  geomlearn train --system parametric_pendulum --model symplectic-transformer "
-              "--positional-encoding --model-option width=12 L=2"
+              "\n  geomlearn train --system parametric_pendulum --model vp-transformer "
+              "--positional-encoding --model-option L=2"
               "\n  geomlearn train --data traj.csv --model gsympnet --val-fraction 0.25"
               "\n  geomlearn train --data traj.csv --q-columns x y --p-columns px py"),
     "predict": ("geomlearn predict runs/traj-gsympnet-20261201-101500-3fa2/ --from-data traj.csv "
@@ -61,7 +61,7 @@ def _train_arguments(t) -> None:
     t.add_argument("--reduced-dim", type=int, default=None, help="model reduction: the reduced dimension")
     t.add_argument("--model-option", nargs="+", action="extend", default=None, metavar="NAME=VALUE",
                    help="a constructor argument of the model instead of the command line's size, e.g. "
-                        "width=12 L=2 (see the model's docstring; repeatable; run.json records them)")
+                        "L=2 width=16 (see the model's docstring; repeatable; run.json records them)")
     t.add_argument("--n-trajectories", type=int, default=None, help="use this many trajectories of the data set (rigid body default 64)")
     t.add_argument("--x64", action="store_true", help="compute in float64 (JAX's 64-bit mode, this process only)")
     t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")

@@ -159,11 +159,12 @@ class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
     **Under Levenberg–Marquardt** an iteration costs $\propto P^2$ (the $P \times P$
     Gauss–Newton matrix of the $P$ parameters), so $\Delta P$ added parameters make
     each iteration up to $(1 + \Delta P/P)^2$ times dearer and fewer iterations fit in a
-    time budget: at the command line's `dim=4, n_sympnet=2, width=4, L=1`, `True`
-    (`"amplitude"`) takes $70 \to 78$ parameters ($1.24\times$ per iteration at most),
-    `"bias-light"` $70 \to 86$ ($1.51\times$), `"bias"` $70 \to 74$ ($1.12\times$), the
-    first bias design $70 \to 198$ ($8\times$); at `dim=4, width=12, L=2`, `True` takes
-    $396 \to 412$ ($1.08\times$), `"bias-light"` $396 \to 428$ ($1.17\times$).
+    time budget: at `dim=4, width=12, L=2` (the command line's size since 2026-12-03),
+    `True` takes $396 \to 412$ ($1.08\times$), `"bias-light"` $396 \to 428$
+    ($1.17\times$); at the command line's earlier `dim=4, n_sympnet=2, width=4, L=1`,
+    `True` (`"amplitude"`) takes $70 \to 78$ parameters ($1.24\times$ per iteration at
+    most), `"bias-light"` $70 \to 86$ ($1.51\times$), `"bias"` $70 \to 74$
+    ($1.12\times$), the first bias design $70 \to 198$ ($8\times$).
     Trained with its gains from the first iteration, such a small model often stops above
     the loss of the model without encoding; `geomlearn.training.fit_position_last` (the
     model without its position signal for half the budget, then with it — what `geomlearn
@@ -364,7 +365,8 @@ class SymplecticTransformer(AbstractSymplecticTransformer):
     `positional_encoding=True` it can learn to use the order (its position gains start
     at zero, so at initialisation it is still equivariant). The position gains of `True`
     (`"amplitude"`) add $2 \cdot 2n_s L$ parameters, whatever the dimension and width
-    ($16$ to the $396$ of `dim=4, width=12, L=2`, $8$ to the command line's $70$;
+    ($16$ to the $396$ of `dim=4, width=12, L=2`, the command line's size, $8$ to the
+    $70$ of `width=4, L=1`;
     `"bias-light"`, the `True` of layout-2 files, added $32$ and $16$; the first bias
     design, `"bias-every-layer"`, $768$), so a Levenberg–Marquardt iteration, of cost
     $\propto P^2$, costs at most $(1 + \Delta P/P)^2$ times as much.

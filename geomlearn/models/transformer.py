@@ -139,14 +139,16 @@ class Transformer(AbstractTransformerIntegrator):
     order dependence on the driven pendulum); `"bias-every-layer"`, the earlier design,
     put eight features into each gain, $8D\,(1 + L(n_\text{blocks} + 1))$. Under
     Levenberg–Marquardt an iteration costs $\propto P^2$, so $\Delta P$ added parameters
-    make it up to $(1 + \Delta P/P)^2$ times dearer: at the command line's `dim=4`
-    default, `True` takes $176 \to 216$ parameters ($1.51\times$ per iteration at most),
-    `"bias"` $176 \to 184$ ($1.09\times$), the earlier design $176 \to 336$ ($3.6\times$).
+    make it up to $(1 + \Delta P/P)^2$ times dearer: at the command line's size
+    (`transformer_dim=10` since 2026-12-03) at `dim=4`, `True` takes $1134 \to 1234$
+    parameters ($1.18\times$ per iteration at most); at `transformer_dim = dim = 4` (its
+    size until then) $176 \to 216$ ($1.51\times$), `"bias"` $176 \to 184$
+    ($1.09\times$), the earlier design $176 \to 336$ ($3.6\times$).
 
     **Position amplitude** (`"amplitude"`): no input gain; every residual layer $i$ of row
     $t$ becomes $x_t + h_{i,t}\,\sigma(W_i x_t + b_i)$ with the step
     $h_{i,t} = 1 + g_i^\top e_t$, $g_i \in \mathbb{R}^2$ initialised to zero:
-    $2L(n_\text{blocks} + 1)$ parameters whatever $D$ (at the command line's default
+    $2L(n_\text{blocks} + 1)$ parameters whatever $D$ (at `dim = transformer_dim = 4`
     $176 \to 184$, $1.09\times$ per iteration at most).
 
     **Arguments:**
