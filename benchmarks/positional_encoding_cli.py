@@ -31,7 +31,7 @@ transformer **position-last** under Levenberg–Marquardt (`fit_position_last`: 
 budget without the position signal, then with it), the others from the start;
 `--training from-start` / `position-last` applies one way to every family.
 
-    python -m benchmarks positional_encoding_cli                     # ~28 min on one core
+    python -m benchmarks positional_encoding_cli                     # ~1 h on one core (28 min at the earlier sizes)
     python -m benchmarks positional_encoding_cli --encodings True,amplitude --seeds 0,1,2
     python -m benchmarks positional_encoding_cli --precision float64   # geomlearn train --x64
     python -m benchmarks positional_encoding_cli --time-budget 20      # --time-budget 20
