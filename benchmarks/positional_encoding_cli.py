@@ -48,6 +48,7 @@ import tempfile
 from pathlib import Path
 
 from . import _common as C
+from . import positional_encoding_lm as _lm
 from ._harness import Benchmark, Column, Option, Table
 
 #: (system, order matters)
@@ -76,13 +77,10 @@ LARGE = {
 
 
 #: `--size small`: the command line's sizes until 2026-12-03 (width `dim` and one unit
-#: for the symplectic transformers, `transformer_dim = dim`; the VPT's is unchanged)
-SMALL = {
-    "symplectic-transformer": ["width=None", "L=1"],
-    "linear-symplectic-transformer": ["width=None", "L=1"],
-    "transformer": ["transformer_dim=None"],
-    "vp-transformer": [],
-}
+#: for the symplectic transformers, `transformer_dim = dim`; the VPT's is unchanged), the
+#: `default` size of `benchmarks.positional_encoding_lm` spelled as `--model-option`
+SMALL = {_lm.FAMILIES[family]: [f"{name}={value!r}" for name, value in options.items()]
+         for family, options in _lm.DEFAULT.items()}
 SIZES = {"large": LARGE, "small": SMALL}
 
 
