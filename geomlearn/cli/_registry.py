@@ -73,7 +73,8 @@ _LIFT = {"reduced_dim": 2, "n_features": 16, "stride": 16, "n_layers": 8, "width
 # at most 10 % (tests/test_positional_placement.py), and through `geomlearn train` they
 # were 3-150x more accurate on Hénon–Heiles and the driven pendulum within the 150-s
 # budget (the standard transformer uses all of it on Hénon–Heiles and the rigid body).
-# The VPT keeps one unit: two would run past the budget on Hénon–Heiles (118-151 s at one).
+# The VPT keeps one unit: with two, cut short by the budget, it ended 1.6x less accurate on
+# Hénon–Heiles, ~100x on the rigid body and failed on the pendulum (one unit: 118-151 s).
 for _spec in (
     ModelSpec("gsympnet", models.GSympNet, {"n_layers": 4, "width": 16}, "symplectic", True),
     ModelSpec("lasympnet", models.LASympNet, {"n_layers": 3, "n_linear": 2}, "symplectic", True),
