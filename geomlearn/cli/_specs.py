@@ -73,7 +73,9 @@ class ModelSpec:
     `--seq-length`, `--prediction-window` and `--positional-encoding` apply),
     `position_last` (with trainable position gains under Levenberg–Marquardt, train the
     model without its position signal for half the budget first:
-    `geomlearn.training.fit_position_last`; measured per family, see `fit`).
+    `geomlearn.training.fit_position_last`; measured per family, see `fit`),
+    `sizes_above` (`(D, options)`: for data of more than `D` dimensions, `options`
+    replace those entries of `defaults`; `defaults_for`).
     """
 
     name: str
@@ -83,10 +85,18 @@ class ModelSpec:
     needs_canonical: bool = False
     windows: bool = False
     position_last: bool = False
+    sizes_above: tuple[int, dict[str, Any]] | None = None
+
+    def defaults_for(self, dim: int) -> dict[str, Any]:
+        """The constructor arguments for data of dimension `dim`: `defaults`, with the
+        entries of `sizes_above` when `dim` exceeds its bound."""
+        if self.sizes_above is not None and dim > self.sizes_above[0]:
+            return {**self.defaults, **self.sizes_above[1]}
+        return dict(self.defaults)
 
     def build(self, dim: int, *, key, **overrides):
-        """`cls(dim, **defaults, **overrides, key=key)`."""
-        return self.cls(dim, **{**self.defaults, **overrides}, key=key)
+        """`cls(dim, **defaults_for(dim), **overrides, key=key)`."""
+        return self.cls(dim, **{**self.defaults_for(dim), **overrides}, key=key)
 
     def _window_options(self, params, seq_length, prediction_window, positional_encoding):
         """`(overrides, fit_options)` of a window model: `prediction_window = seq_length`
