@@ -111,7 +111,7 @@ class LiftSpec(ReductionSpec):
         horizon at 2n = 2 and 4 and twice as fast, and at 2n = 2 the codes of 100,000
         latent applications stay in the data's range; at 2n = 4 with 16 steps one seed's
         codes left it after 909 applications (with 8, none of three within 100,000)."""
-        reduced_dim = overrides.get("reduced_dim", self.defaults.get("reduced_dim", 2))
+        reduced_dim = overrides.get("reduced_dim", self.defaults_for(dim).get("reduced_dim", 2))
         if reduced_dim > 2 and "stride" not in overrides:
             overrides = {**overrides, "stride": self.stride_above_2}
         return super().build(dim, key=key, **overrides)

@@ -211,7 +211,7 @@ class ModelSpec:
                 "preserves volume, not a symplectic form). Use a volume-preserving model "
                 "(vp-feedforward, vp-transformer) or an unconstrained one (resnet, transformer)."
             )
-        n_heads = self.defaults.get("n_heads")
+        n_heads = self.defaults_for(system.dim).get("n_heads")
         if n_heads and system.dim % n_heads:
             return f"{self.cls.__name__} with {n_heads} heads needs dim divisible by {n_heads}"
         return None
@@ -222,7 +222,7 @@ class DegreesOfFreedomSpec(ModelSpec):
     (a Lagrangian network of states `(q, q̇)`), not the state dimension."""
 
     def build(self, dim: int, *, key, **overrides):
-        return self.cls(dim // 2, **{**self.defaults, **overrides}, key=key)
+        return self.cls(dim // 2, **{**self.defaults_for(dim), **overrides}, key=key)
 
     def incompatibility(self, system) -> str | None:
         r"""Also refuse a system whose canonical momenta are not its velocities: a
@@ -314,7 +314,7 @@ class PortHamiltonianSpec(DissipativeSpec):
 
     def build(self, dim: int, *, key, **overrides):
         forcing = "time" if dim % 2 else None
-        return self.cls(dim, **{"forcing": forcing, **self.defaults, **overrides}, key=key)
+        return self.cls(dim, **{"forcing": forcing, **self.defaults_for(dim), **overrides}, key=key)
 
     def incompatibility(self, system) -> str | None:
         if system.dim % 2 and not getattr(system, "driven", False):
