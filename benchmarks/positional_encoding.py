@@ -1,7 +1,8 @@
 """Positional encoding: does it earn its place? One run, side by side, at equal budget.
 
 Each transformer integrator is trained with `positional_encoding=False` and with
-`positional_encoding=True` (the zero-initialised position bias, `"bias"`) — and, for the
+`positional_encoding=True` (each family's zero-initialised position signal: its
+`default_placement`) — and, for the
 symplectic and volume-preserving transformers on the order-dependent problems, with the other
 placements (`"input"`, `"scaled"`, `"conjugate"`) — with the same data, seeds, epochs,
 batch size and optimiser (`fit`'s default Adam, 1e-2 → 1e-6), and compared by the

@@ -16,6 +16,7 @@ the two order-dependent benchmark systems and their period-aligned data sets.
 """
 
 import contextlib
+import re
 
 import equinox as eqx
 import jax
@@ -39,7 +40,10 @@ from geomlearn.systems import SYSTEMS, ForcedRigidBody, ParametricPendulum
 from _helpers import n_params, normal, random_module, randomize
 
 PLACEMENTS = ("input", "scaled", "conjugate", "bias", "bias-light", "bias-every-layer",
-              "amplitude")
+              "amplitude", "split-amplitude")
+# The placements of the symplectic and standard transformers: every one but the
+# volume-preserving transformer's amplitude by triangular halves.
+SHARED = PLACEMENTS[:-1]
 # The object each placement name is turned into, once, in the model's constructor.
 SIGNALS = {
     "input": signals.InputTable,
@@ -49,6 +53,7 @@ SIGNALS = {
     "bias-light": signals.PositionBias,
     "bias-every-layer": signals.PositionBias,
     "amplitude": signals.PositionAmplitude,
+    "split-amplitude": signals.PositionSplitAmplitude,
 }
 STRUCTURE_TOL = 1e-12  # float64, as every structure test of the suite
 
@@ -96,14 +101,15 @@ def position_factor(Z):
 # ----------------------------------------------------------------------- structure
 
 
-@pytest.mark.parametrize("placement, signal", list(SIGNALS.items()), ids=PLACEMENTS)
-@pytest.mark.parametrize("name", ["ST", "LST", "VPT"])
+@pytest.mark.parametrize("name, placement, signal", [
+    (name, placement, signal) for name in ("ST", "LST", "VPT")
+    for placement, signal in SIGNALS.items() if name == "VPT" or placement in SHARED])
 def test_every_placement_keeps_the_structure(name, placement, signal, key, rng):
     # Random parameters, including non-zero position gains (scale 0.3: moderate
     # conditioning, as in the other structure tests).
     model = random_module(lambda: make(name, placement, key()), rng, 0.3)
     assert type(model.signal) is signal  # the placement object, chosen once
-    if placement.startswith("bias") or placement == "amplitude":
+    if placement.startswith("bias") or placement.endswith("amplitude"):
         gains = jax.tree_util.tree_leaves(model.position_gains)
         assert gains and all(float(jnp.max(jnp.abs(g))) > 0.05 for g in gains)
     dim = 3 if name == "VPT" else 4
@@ -243,10 +249,12 @@ def test_placement_is_a_stored_constructor_argument(key, tmp_path):
 
 @pytest.mark.parametrize("name", ["ST", "LST", "VPT", "TF"])
 def test_true_is_the_bias_placement_object(name, key, rng):
-    # True means the family's measured default: "bias" (once per unit) for the VPT,
+    # True means the family's measured default: "split-amplitude" (one step for the
+    # lower and one for the upper triangular layers of a unit) for the VPT,
     # "amplitude" for the symplectic transformers, "bias-light" (every row-wise layer)
     # for the standard transformer.
-    default = {"VPT": "bias", "LST": "amplitude", "ST": "amplitude", "TF": "bias-light"}[name]
+    default = {"VPT": "split-amplitude", "LST": "amplitude", "ST": "amplitude",
+               "TF": "bias-light"}[name]
     k = key()
     true, bias = make(name, True, k), make(name, default, k)
     assert type(true).default_placement == default
@@ -285,16 +293,18 @@ def test_placement_objects():
         elif name == "amplitude":
             assert gains[0].shape == (1, 5) and gains[1][0].shape == (1, 5)
             assert not np.any(np.asarray(gains[0])) and encoder is None
+        elif name == "split-amplitude":  # a (lower, upper) pair per unit
+            assert [[g.shape for g in pair] for pair in gains] == [[(1, 5), (1, 5)]] * 2
+            assert not np.any(np.asarray(gains[0][0])) and encoder is None
         else:
             assert gains is None and encoder.dim == 4
 
 
 @pytest.mark.parametrize("name", ["ST", "LST", "VPT", "TF"])
 def test_wrong_placement_is_refused_naming_the_choices(name, key):
+    names = repr(PLACEMENTS if name == "VPT" else SHARED)
     for bad in ("front", "Bias", ""):
-        with pytest.raises(ValueError, match=r"one of \('input', 'scaled', 'conjugate', "
-                                             r"'bias', 'bias-light', 'bias-every-layer', "
-                                             r"'amplitude'\), got " + repr(bad)):
+        with pytest.raises(ValueError, match=re.escape(f"one of {names}, got {bad!r}")):
             make(name, bad, key())
     with pytest.raises(TypeError, match="positional_encoding must be a bool"):
         make(name, None, key())
@@ -307,6 +317,14 @@ def test_invalid_placement_names_the_choices(key):
         gl.SymplecticTransformer(4, positional_encoding="front", key=key())
     with pytest.raises(TypeError, match="positional_encoding must be a bool"):
         gl.VolumePreservingTransformer(3, positional_encoding=1, key=key())
+
+
+@pytest.mark.parametrize("name", ["ST", "LST", "TF"])
+def test_the_amplitude_by_halves_is_the_volume_preserving_transformers_alone(name, key):
+    """`"split-amplitude"` needs the lower and upper triangular layers of the VPT's
+    feed-forward networks; the other families refuse it, naming their choices."""
+    with pytest.raises(ValueError, match=re.escape(f"one of {SHARED!r}, got 'split-amplitude'")):
+        make(name, "split-amplitude", key())
 
 
 # ------------------------------------------------------- order-dependent benchmark data
@@ -382,8 +400,9 @@ def test_the_position_biases_add_the_documented_parameter_counts(key):
     """`"bias"` adds 2nL (symplectic, dim 2n), 2D (Transformer) and 2dL (VPT)
     parameters; `"bias-light"` 2n (symplectic) or 2 × rows per row-wise layer;
     `"bias-every-layer"` the earlier bias design's 8 per gain row of every row-wise
-    layer; `True` is `"bias"` for the VPT, `"amplitude"` for the symplectic
-    transformers, `"bias-light"` for the standard one."""
+    layer; `True` is `"split-amplitude"` for the VPT (two gains of two features per
+    unit, 4L), `"amplitude"` for the symplectic transformers, `"bias-light"` for the
+    standard one."""
     k = key()
     st = lambda pe, L=2, w=5: gl.SymplecticTransformer(
         6, n_sympnet=3, width=w, L=L, positional_encoding=pe, key=k)
@@ -406,7 +425,7 @@ def test_the_position_biases_add_the_documented_parameter_counts(key):
         true = n_params(_skeleton(lambda b=build: b(True))) - plain
         # the amplitude: two per gradient layer (ST: 2 n_s L = 12 layers, LST: 6)
         amplitude = {st: 2 * 2 * 3 * 2, lst: 2 * 2 * 1 * 3}
-        assert true == {vpt: added, tf: light, **amplitude}[build]
+        assert true == {vpt: 2 * 2 * 3, tf: light, **amplitude}[build]
         assert n_params(_skeleton(lambda b=build: b("bias-every-layer"))) - plain == layerwise
     # the widths of the gradient layers do not enter: the shift is of their argument,
     # the amplitude one scalar per row
@@ -595,28 +614,31 @@ def test_a_layout_1_file_with_the_flag_loads_as_the_layerwise_design(tmp_path, k
     ("LST", "LinearSymplecticTransformer", 3, "bias"),
     ("LST", "LinearSymplecticTransformer", 2, "bias-light"),  # through layout 3's strip
     ("ST", "SymplecticTransformer", 2, "bias-light"),
+    ("VPT", "VolumePreservingTransformer", 1, "bias"),
 ])
-def test_an_older_symplectic_transformer_file_with_the_flag_loads_as_what_it_held(
+def test_an_older_transformer_file_with_the_flag_loads_as_what_it_held(
         name, cls, layout, held, tmp_path, key, rng):
-    """Files written when `True` meant `held` for a symplectic transformer (`"bias-light"`
-    in layout 2, `"bias"` for the linear one in layout 3) load as `held`, by name, with
-    the same map; today `True` is `"amplitude"` for both, and without the migration such
-    a file would not load."""
+    """Files written when `True` meant `held` (`"bias-light"` for a symplectic
+    transformer in layout 2, `"bias"` for the linear one in layout 3 and for the
+    volume-preserving one in layout 1) load as `held`, by name, with the same map; today
+    `True` is `"amplitude"` for the symplectic transformers and `"split-amplitude"` for
+    the volume-preserving one, and without the migration such a file would not load."""
     model = random_module(lambda: make(name, held, key()), rng, 0.3)
-    assert make(name, True, key()).signal == signals.PLACEMENTS["amplitude"]
+    today = "split-amplitude" if name == "VPT" else "amplitude"
+    assert make(name, True, key()).signal == signals.PLACEMENTS[today]
     path = tmp_path / "old.geomlearn"
     written = _as_older_file(path, model, layout, positional_encoding=True)
-    assert written == _migrations.file_layout(cls) == {"ST": 3, "LST": 4}[name]
+    assert written == _migrations.file_layout(cls) == {"ST": 3, "LST": 4, "VPT": 2}[name]
     loaded = gl.load(path)
     assert loaded.positional_encoding == held and loaded.signal == signals.PLACEMENTS[held]
-    Z = normal(rng, (4, 4))
+    Z = normal(rng, (4, 3 if name == "VPT" else 4))
     np.testing.assert_array_equal(loaded(Z), model(Z))
     # a file of an older layout that named its placement is unchanged by the migrations
     named = tmp_path / "named.geomlearn"
     _as_older_file(named, random_module(lambda: make(name, "bias", key()), rng, 0.3), layout)
     assert gl.load(named).positional_encoding == "bias"
     # negative control: without the migration the gains do not fit (read as today's
-    # `True`, the file's gains of shape (2, 2) are not the skeleton's (1, 2))
+    # `True`, the file's gains of shape (2, 2) or (3, 2) are not the skeleton's (1, 2))
     with _without_migration(cls, layout):
         with pytest.raises(PersistenceError, match="left over after reading every array|shape"):
             gl.load(path)
@@ -728,3 +750,43 @@ def test_the_amplitude_scales_a_gradient_layers_increment_by_one_plus_g_dot_e(ke
     np.testing.assert_allclose(scaled[:, :2], h[:, None] * base[:, :2], rtol=1e-12,
                                atol=1e-14)
     np.testing.assert_array_equal(scaled[:, 2:], 0.0)  # p is unchanged
+
+
+# ------------------------------------------- the amplitude by halves (the VPT's True)
+
+
+def test_the_amplitude_by_halves_is_one_step_per_triangular_half(key, rng):
+    """`"split-amplitude"`: every lower triangular layer of a unit takes the step of
+    $g_{lo}$, every upper one that of $g_{up}$ — the same map as `"amplitude"` with its
+    per-layer gains tied that way; negative control: the halves swapped differ."""
+    k = key()
+    split = random_module(lambda: make("VPT", "split-amplitude", k), rng, 0.3)
+    each = make("VPT", "amplitude", k)
+    each = eqx.tree_at(lambda m: (m.attention, m.feedforward), each,
+                       (split.attention, split.feedforward))
+
+    def tied(swap):
+        gains = []
+        for ff, (lower, upper) in zip(split.feedforward, split.position_gains):
+            if swap:
+                lower, upper = upper, lower
+            gains.append(tuple(lower if layer.is_lower else upper
+                               for layer in ff.layers if layer.activation is not None))
+        return eqx.tree_at(lambda m: m.position_gains, each, tuple(gains))
+
+    assert all(len(g) == 4 for g in tied(False).position_gains)  # n_blocks = 2: 2 + 2
+    Z = normal(rng, (5, 3), scale=0.5)
+    np.testing.assert_array_equal(split(Z), tied(False)(Z))
+    assert float(jnp.max(jnp.abs(split(Z) - tied(True)(Z)))) > 1e-3
+
+
+def test_the_amplitude_by_halves_adds_four_parameters_per_unit(key):
+    """Two gains of two features per unit, whatever the dimension and the number of
+    blocks (`"amplitude"`: two per nonlinear layer, 4 per block)."""
+    for dim, n_blocks, L in ((3, 1, 1), (3, 6, 1), (5, 2, 3)):
+        build = lambda pe, d=dim, b=n_blocks, u=L: gl.VolumePreservingTransformer(
+            d, n_blocks=b, L=u, positional_encoding=pe, key=key())
+        plain = n_params(_skeleton(lambda: build(False)))
+        assert n_params(_skeleton(lambda: build("split-amplitude"))) - plain == 4 * L
+        assert n_params(_skeleton(lambda: build(True))) - plain == 4 * L
+        assert n_params(_skeleton(lambda: build("amplitude"))) - plain == 4 * n_blocks * L

@@ -21,7 +21,7 @@ __all__ = ["main", "EXAMPLES"]
 EXAMPLES = {
     "train": ("geomlearn train\n  geomlearn train --system rigid_body --model vp-transformer --positional-encoding"
               "\n  geomlearn train --system parametric_pendulum --model vp-transformer "
-              "--positional-encoding --model-option L=2"
+              "--positional-encoding"
               "\n  geomlearn train --data traj.csv --model gsympnet --val-fraction 0.25"
               "\n  geomlearn train --data traj.csv --q-columns x y --p-columns px py"),
     "predict": ("geomlearn predict runs/traj-gsympnet-20261201-101500-3fa2/ --from-data traj.csv "

@@ -132,6 +132,9 @@ LAYOUTS = {
     # it, the same map
     "LinearSymplecticTransformer": 4,
     "Transformer": 2,
+    # 2: `positional_encoding=True` is `"split-amplitude"`; files of layout 1 with `True`
+    # held `"bias"` (once per unit) and load as it, the same map
+    "VolumePreservingTransformer": 2,
     # 2: the reference state `reference` and the loss weights `loss_weights` of the
     # symplectic autoencoder (files of layout 1 have neither; they load with zero and
     # ones, which is what an autoencoder of layout 1 computed)
@@ -151,6 +154,7 @@ MIGRATIONS = {
         for name in ("SymplecticTransformer", "LinearSymplecticTransformer")
     },
     ("LinearSymplecticTransformer", 3): Migration(_true_was("bias"), _unchanged),
+    ("VolumePreservingTransformer", 1): Migration(_true_was("bias"), _unchanged),
     ("SymplecticAutoencoder", 1): Migration(_autoencoder_strip, _autoencoder_fill),
     ("ReducedIntegrator", 1): Migration(_reduced_integrator_strip, _unchanged),
 }

@@ -8,7 +8,9 @@ window, either the layer's bias or the size of its increment:
 - a position bias (`"bias"`, `"bias-light"`, `"bias-every-layer"`):
   $x_t \mapsto x_t + \sigma(Wx_t + b + G e_t)$ in the layers with a bias;
 - a position amplitude (`"amplitude"`): $x_t \mapsto x_t + h_t\,\sigma(Wx_t + b)$ with
-  $h_t = 1 + g^\top e_t$ in the nonlinear layers.
+  $h_t = 1 + g^\top e_t$ in the nonlinear layers, each its own gain $g$; by halves
+  (`"split-amplitude"`, the default of `positional_encoding=True`) one gain for the
+  lower and one for the upper triangular layers of a unit.
 
 Either way the Jacobian of each row is unit triangular — the bias and the step depend on
 the row's index, not on its state — so the volume is preserved for every parameter
@@ -40,7 +42,8 @@ def signal_layers(ff, signal: AbstractPositionSignal) -> tuple:
     Levenberg–Marquardt iteration markedly dearer and converged slower on a Markov
     problem, while one gain of two features per unit still lets the model use the order
     (benchmarks/RESULTS.md). An amplitude costs two parameters per layer, whatever the
-    dimension, and goes into every nonlinear layer."""
+    dimension, and goes into every nonlinear layer (by halves: two gains per unit, one
+    for the lower and one for the upper triangular layers)."""
     if signal.scales_increment():
         candidates = (i for i, layer in enumerate(ff.layers) if layer.activation is not None)
     else:
@@ -52,6 +55,10 @@ def _row_signals(ff, signal, gains, T: int, dtype) -> tuple[dict, dict]:
     """`(biases, steps)`: the per-row bias `(T, d)` or step `(T,)` of each layer that takes
     the signal, by layer index."""
     indices = signal_layers(ff, signal)
+    if signal.per_half():  # gains (lower, upper): each layer takes its half's step
+        halves = {True: position_amplitude(gains[0], T).astype(dtype),
+                  False: position_amplitude(gains[1], T).astype(dtype)}
+        return {}, {i: halves[ff.layers[i].is_lower] for i in indices}
     if signal.scales_increment():
         return {}, {i: position_amplitude(g, T).astype(dtype) for i, g in zip(indices, gains)}
     return {i: position_bias(g, T).astype(dtype) for i, g in zip(indices, gains)}, {}

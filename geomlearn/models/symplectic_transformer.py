@@ -36,6 +36,7 @@ from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_even, check_int, float_dtype
 from .._validation import check_bool as _check_bool
 from ..layers._position_signal import (
+    SHARED_PLACEMENTS,
     AbstractPositionSignal,
     gradient_layer_with_bias,
     parse_positional_encoding,
@@ -213,7 +214,7 @@ class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
         self.activation = activation
         self.init_upper = _check_bool("init_upper", init_upper)
         self.positional_encoding, self.signal = parse_positional_encoding(
-            positional_encoding, self.default_placement)
+            positional_encoding, self.default_placement, SHARED_PLACEMENTS)
         dtype = float_dtype(dtype)
         n_s = self.n_sympnet
         layers = []

@@ -43,6 +43,7 @@ from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_int, float_dtype
 from .._validation import check_bool as _check_bool
 from ..layers._position_signal import (
+    SHARED_PLACEMENTS,
     AbstractPositionSignal,
     parse_positional_encoding,
     position_amplitude,
@@ -228,7 +229,7 @@ class Transformer(AbstractTransformerIntegrator):
         self.activation = activation
         self.add_connection = _check_bool("add_connection", add_connection)
         self.positional_encoding, self.signal = parse_positional_encoding(
-            positional_encoding, self.default_placement)
+            positional_encoding, self.default_placement, SHARED_PLACEMENTS)
         self.seq_length = None
         dtype = float_dtype(dtype)
 

@@ -15,7 +15,8 @@ Besides today's files it writes the older forms that the compatibility rule cove
 `<Transformer class>-layout1-bias.geomlearn` (`positional_encoding=True` with eight
 position features in every row-wise layer) and `<Symplectic transformer class>-
 layout<N>-true.geomlearn` (`positional_encoding=True` when it meant `"bias-light"`, or
-`"bias"` for the linear one in layout 3), made by writing today's model in the form
+`"bias"` for the linear one in layout 3) and `VolumePreservingTransformer-layout1-true.
+geomlearn` (`True` when it meant `"bias"`), made by writing today's model in the form
 those versions wrote; and one training checkpoint.
 See `docs/persistence.md`.
 """
@@ -151,8 +152,8 @@ def _layerwise_bias_forms(expected: dict) -> None:
         expected[f"{name}-layout1-bias"] = np.asarray(output(model))
 
 
-#: Symplectic transformers saved with `positional_encoding=True` when it meant another
-#: placement: `(class, layout, the placement True meant then)`, non-zero gains.
+#: Transformers saved with `positional_encoding=True` when it meant another placement:
+#: `(class, layout, the placement True meant then)`, non-zero gains.
 TRUE_WAS = {
     ("SymplecticTransformer", 2, "bias-light"): lambda k, pe: gl.SymplecticTransformer(
         4, L=2, width=3, positional_encoding=pe, key=k),
@@ -160,16 +161,22 @@ TRUE_WAS = {
         4, 3, positional_encoding=pe, key=k),
     ("LinearSymplecticTransformer", 3, "bias"): lambda k, pe: gl.LinearSymplecticTransformer(
         4, 3, L=2, positional_encoding=pe, key=k),
+    ("VolumePreservingTransformer", 1, "bias"): lambda k, pe: gl.VolumePreservingTransformer(
+        3, n_blocks=1, L=2, positional_encoding=pe, key=k),
 }
 
 
-def _true_forms(expected: dict) -> None:
-    """`<Class>-layout<N>-true.geomlearn`: a symplectic transformer as layout N wrote
-    `positional_encoding=True` (the layout recorded, the flag `True`)."""
+def _true_forms(expected: dict, force: bool) -> None:
+    """`<Class>-layout<N>-true.geomlearn`: a transformer as layout N wrote
+    `positional_encoding=True` (the layout recorded, the flag `True`); files already
+    written are kept unless `force`."""
     for i, ((name, layout, held), build) in enumerate(TRUE_WAS.items()):
+        if f"{name}-layout{layout}-true" in expected and not force:
+            continue
         model = build(jax.random.PRNGKey(50 + i), held)
-        gains = tuple(jnp.asarray(np.random.default_rng(10 + i).standard_normal(g.shape) * 0.3, g.dtype)
-                      for g in model.position_gains)
+        rng = np.random.default_rng(10 + i)
+        gains = jax.tree_util.tree_map(
+            lambda g: jnp.asarray(rng.standard_normal(g.shape) * 0.3, g.dtype), model.position_gains)
         model = eqx.tree_at(lambda m: m.position_gains, model, gains)
         path = HERE / f"{name}-layout{layout}-true.geomlearn"
         gl.save(path, model)
@@ -208,8 +215,8 @@ def main(force: bool = False) -> None:
         _checkpoint(expected)
     if force or "SymplecticTransformer-layout1-bias" not in expected:
         _layerwise_bias_forms(expected)
-    if force or "SymplecticTransformer-layout2-true" not in expected:
-        _true_forms(expected)
+    if force or any(f"{n}-layout{lay}-true" not in expected for n, lay, _ in TRUE_WAS):
+        _true_forms(expected, force)
     np.savez(expected_file, **expected)
     print(json.dumps({k: list(v.shape) for k, v in sorted(expected.items())}))
 
