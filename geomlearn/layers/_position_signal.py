@@ -40,11 +40,12 @@ Gauss–Newton matrix $J^\top J$), so the position bias takes $m = 2$ features
 $e_t = (\sin t, \cos t) - \text{mean}$: `PositionBias()` (`"bias"`) **once per unit**
 (`PositionBias.select` names the layers; the models document where and how many
 parameters that is) — after the first biased layer the row's state carries the position
-on, which suffices for the volume-preserving transformer; `PositionBias(2,
-every_layer=True)` (`"bias-light"`) in every row-wise layer, which the standard
-transformer needs (measured: docs/concepts/positional_encoding.md), at $2n$ parameters
-per gradient layer of a symplectic transformer (a shift of its argument, whatever its
-width).
+on, though through the command line that gained nothing on the driven pendulum for the
+volume-preserving transformer at one unit, whose `True` became `"split-amplitude"`;
+`PositionBias(2, every_layer=True)` (`"bias-light"`) in every row-wise layer, which the
+standard transformer needs (measured: docs/concepts/positional_encoding.md), at $2n$
+parameters per gradient layer of a symplectic transformer (a shift of its argument,
+whatever its width).
 `PositionBias(8, every_layer=True, shift=False)` (`"bias-every-layer"`) is the earlier
 bias design, a gain of eight features in every row-wise layer.
 

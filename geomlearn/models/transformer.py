@@ -22,7 +22,8 @@ without changing its structure (`True` means the family's measured, zero-initial
 position signal of two features: `"amplitude"`, a row-dependent step
 $h_t = 1 + g^\top e_t$ scaling the increment of every gradient layer, for the symplectic
 transformers; `"bias-light"`, a bias in every residual layer, for the standard one;
-`"bias"`, once per unit, for the volume-preserving one; `"bias-every-layer"` the earlier
+`"split-amplitude"`, one step for the lower and one for the upper triangular layers of
+each unit, for the volume-preserving one; `"bias-every-layer"` the earlier
 bias design, eight features in every row-wise layer; `"input"`, `"scaled"` and
 `"conjugate"` translate the window);
 the placement becomes an object once, in the constructor (see
