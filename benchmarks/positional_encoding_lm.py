@@ -2,8 +2,11 @@ r"""Positional encoding at equal wall time: with and without, under Levenberg–
 
 `positional_encoding=True` adds parameters (zero-initialised position gains of two
 features: in every gradient layer of the symplectic transformers, 2 each (the
-amplitude); at the input and in every residual layer of the standard transformer, $2D$
-each; once per unit of the volume-preserving transformer, $2d$), and a
+amplitude); in every residual layer of the standard transformer, 2 each (the amplitude,
+since 2026-12-04; at the input and in every residual layer, $2D$ each, with
+`"bias-light"`, its `True` when the results in benchmarks/RESULTS.md were recorded);
+once per unit of the volume-preserving transformer, $2d$ (`"bias"`, its `True` then;
+since 2026-12-03 the amplitude by halves, 4 per unit)), and a
 Levenberg–Marquardt iteration costs
 $\propto P^2$ in the parameter count $P$. This benchmark asks what the flag costs or
 gains **at equal wall time**, where that cost

@@ -2,12 +2,13 @@
 
 Every placement keeps the structure exactly (float64 residual ≤ 1e-12, with a negative
 control that must fail); `positional_encoding=True` is a zero-initialised position
-signal with two features — a bias once per unit for the VPT (`"bias"`), in every
-residual layer for the standard transformer (`"bias-light"`), a row-dependent step
-scaling every gradient layer's increment for the symplectic transformers
-(`"amplitude"`) — and files of the earlier bias design (eight features in every layer)
-load as `"bias-every-layer"`, the symplectic transformers' of layout 2 with `True` as
-`"bias-light"`, the linear one's of layout 3 as `"bias"`; at initialisation it is the
+signal with two features — a row-dependent step scaling every gradient or residual
+layer's increment for the symplectic and the standard transformers (`"amplitude"`), one
+step per triangular half of a unit for the VPT (`"split-amplitude"`) — and files of the
+earlier bias design (eight features in every layer) load as `"bias-every-layer"`, the
+symplectic and standard transformers' of layout 2 with `True` as `"bias-light"`, the
+linear one's of layout 3 as `"bias"`, the VPT's of layout 1 as `"bias"`; at
+initialisation it is the
 model without
 encoding; with it the
 symplectic transformer sees the order of the rows, without it it is
@@ -251,10 +252,10 @@ def test_placement_is_a_stored_constructor_argument(key, tmp_path):
 def test_true_is_the_bias_placement_object(name, key, rng):
     # True means the family's measured default: "split-amplitude" (one step for the
     # lower and one for the upper triangular layers of a unit) for the VPT,
-    # "amplitude" for the symplectic transformers, "bias-light" (every row-wise layer)
-    # for the standard transformer.
+    # "amplitude" (a row-dependent step of every gradient or residual layer's increment)
+    # for the symplectic and the standard transformers.
     default = {"VPT": "split-amplitude", "LST": "amplitude", "ST": "amplitude",
-               "TF": "bias-light"}[name]
+               "TF": "amplitude"}[name]
     k = key()
     true, bias = make(name, True, k), make(name, default, k)
     assert type(true).default_placement == default
@@ -401,8 +402,8 @@ def test_the_position_biases_add_the_documented_parameter_counts(key):
     parameters; `"bias-light"` 2n (symplectic) or 2 × rows per row-wise layer;
     `"bias-every-layer"` the earlier bias design's 8 per gain row of every row-wise
     layer; `True` is `"split-amplitude"` for the VPT (two gains of two features per
-    unit, 4L), `"amplitude"` for the symplectic transformers, `"bias-light"` for the
-    standard one."""
+    unit, 4L), `"amplitude"` for the symplectic and the standard transformers (two per
+    gradient or residual layer)."""
     k = key()
     st = lambda pe, L=2, w=5: gl.SymplecticTransformer(
         6, n_sympnet=3, width=w, L=L, positional_encoding=pe, key=k)
@@ -423,9 +424,10 @@ def test_the_position_biases_add_the_documented_parameter_counts(key):
         assert n_params(_skeleton(lambda b=build: b("bias"))) - plain == added
         assert n_params(_skeleton(lambda b=build: b("bias-light"))) - plain == light
         true = n_params(_skeleton(lambda b=build: b(True))) - plain
-        # the amplitude: two per gradient layer (ST: 2 n_s L = 12 layers, LST: 6)
-        amplitude = {st: 2 * 2 * 3 * 2, lst: 2 * 2 * 1 * 3}
-        assert true == {vpt: 2 * 2 * 3, tf: light, **amplitude}[build]
+        # the amplitude: two per gradient layer (ST: 2 n_s L = 12 layers, LST: 6) or
+        # residual layer (TF: (n_blocks + 1) L = 9)
+        amplitude = {st: 2 * 2 * 3 * 2, lst: 2 * 2 * 1 * 3, tf: 2 * 3 * 3}
+        assert true == {vpt: 2 * 2 * 3, **amplitude}[build]
         assert n_params(_skeleton(lambda b=build: b("bias-every-layer"))) - plain == layerwise
     # the widths of the gradient layers do not enter: the shift is of their argument,
     # the amplitude one scalar per row
@@ -614,21 +616,23 @@ def test_a_layout_1_file_with_the_flag_loads_as_the_layerwise_design(tmp_path, k
     ("LST", "LinearSymplecticTransformer", 3, "bias"),
     ("LST", "LinearSymplecticTransformer", 2, "bias-light"),  # through layout 3's strip
     ("ST", "SymplecticTransformer", 2, "bias-light"),
+    ("TF", "Transformer", 2, "bias-light"),
     ("VPT", "VolumePreservingTransformer", 1, "bias"),
 ])
 def test_an_older_transformer_file_with_the_flag_loads_as_what_it_held(
         name, cls, layout, held, tmp_path, key, rng):
-    """Files written when `True` meant `held` (`"bias-light"` for a symplectic
-    transformer in layout 2, `"bias"` for the linear one in layout 3 and for the
+    """Files written when `True` meant `held` (`"bias-light"` for a symplectic or the
+    standard transformer in layout 2, `"bias"` for the linear one in layout 3 and for the
     volume-preserving one in layout 1) load as `held`, by name, with the same map; today
-    `True` is `"amplitude"` for the symplectic transformers and `"split-amplitude"` for
-    the volume-preserving one, and without the migration such a file would not load."""
+    `True` is `"amplitude"` for the symplectic and standard transformers and
+    `"split-amplitude"` for the volume-preserving one, and without the migration such a
+    file would not load."""
     model = random_module(lambda: make(name, held, key()), rng, 0.3)
     today = "split-amplitude" if name == "VPT" else "amplitude"
     assert make(name, True, key()).signal == signals.PLACEMENTS[today]
     path = tmp_path / "old.geomlearn"
     written = _as_older_file(path, model, layout, positional_encoding=True)
-    assert written == _migrations.file_layout(cls) == {"ST": 3, "LST": 4, "VPT": 2}[name]
+    assert written == _migrations.file_layout(cls) == {"ST": 3, "LST": 4, "TF": 3, "VPT": 2}[name]
     loaded = gl.load(path)
     assert loaded.positional_encoding == held and loaded.signal == signals.PLACEMENTS[held]
     Z = normal(rng, (4, 3 if name == "VPT" else 4))

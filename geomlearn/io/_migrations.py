@@ -131,7 +131,11 @@ LAYOUTS = {
     # 4: `True` is `"amplitude"`; files of layout 3 with `True` held `"bias"` and load as
     # it, the same map
     "LinearSymplecticTransformer": 4,
-    "Transformer": 2,
+    # 2: as for the symplectic transformer (files of layout 1 with `True` or `"bias"`
+    # load as `"bias-every-layer"`)
+    # 3: `True` is `"amplitude"`; files of layout 2 with `True` held `"bias-light"` and
+    # load as it, the same map
+    "Transformer": 3,
     # 2: `positional_encoding=True` is `"split-amplitude"`; files of layout 1 with `True`
     # held `"bias"` (once per unit) and load as it, the same map
     "VolumePreservingTransformer": 2,
@@ -151,7 +155,7 @@ MIGRATIONS = {
     },
     **{
         (name, 2): Migration(_true_was("bias-light"), _unchanged)
-        for name in ("SymplecticTransformer", "LinearSymplecticTransformer")
+        for name in ("SymplecticTransformer", "LinearSymplecticTransformer", "Transformer")
     },
     ("LinearSymplecticTransformer", 3): Migration(_true_was("bias"), _unchanged),
     ("VolumePreservingTransformer", 1): Migration(_true_was("bias"), _unchanged),

@@ -14,9 +14,9 @@ exactly, for every parameter value:
 | `"scaled"` | `ScaledTable` | $F(Z + s P_{\text{short}})$, $s = 0.1$, frequencies $2^{-j}$ |
 | `"conjugate"` | `Conjugate` | $F(Z + P) - P$ (conjugation by a translation) |
 | `"bias"` (`True` of the VPT until 2026-12-03, in files of layout 1, which load as it) | `PositionBias()` | a bias $G e_t$ of row $t$, once per unit, with $m = 2$ features |
-| `"bias-light"` (`True` of the standard transformer) | `PositionBias(2, every_layer=True)` | two features in every row-wise layer (the symplectic transformers: a shift of each gradient layer's argument; `True` of the symplectic transformers in files of layout 2, which load as it) |
+| `"bias-light"` | `PositionBias(2, every_layer=True)` | two features in every row-wise layer (the symplectic transformers: a shift of each gradient layer's argument; `True` of the symplectic and standard transformers in files of layout 2, which load as it) |
 | `"bias-every-layer"` | `PositionBias(8, every_layer=True, shift=False)` | a bias $G e_t$ in every row-wise layer, $m = 8$ (the earlier bias design, what `True` meant in files of layout 1, which load as it) |
-| `"amplitude"` (`True` of the symplectic and the linear symplectic transformer) | `PositionAmplitude()` | the increment of every row-wise layer scaled by $h_t = 1 + g^\top e_t$ on row $t$, two parameters per layer |
+| `"amplitude"` (`True` of the symplectic, the linear symplectic and the standard transformer) | `PositionAmplitude()` | the increment of every row-wise layer scaled by $h_t = 1 + g^\top e_t$ on row $t$, two parameters per layer |
 | `"split-amplitude"` (`True` of the VPT) | `PositionSplitAmplitude()` | the same with one step for the lower and one for the upper triangular layers of a unit, four parameters per unit (the volume-preserving transformer only) |
 
 The string (or bool) is turned into its object once, in the model's constructor
@@ -42,10 +42,10 @@ $e_t = (\sin t, \cos t) - \text{mean}$: `PositionBias()` (`"bias"`) **once per u
 parameters that is) — after the first biased layer the row's state carries the position
 on, though through the command line that gained nothing on the driven pendulum for the
 volume-preserving transformer at one unit, whose `True` became `"split-amplitude"`;
-`PositionBias(2, every_layer=True)` (`"bias-light"`) in every row-wise layer, which the
-standard transformer needs (measured: docs/concepts/positional_encoding.md), at $2n$
-parameters per gradient layer of a symplectic transformer (a shift of its argument,
-whatever its width).
+`PositionBias(2, every_layer=True)` (`"bias-light"`) in every row-wise layer (the
+standard transformer's `True` until 2026-12-04; measured:
+docs/concepts/positional_encoding.md), at $2n$ parameters per gradient layer of a
+symplectic transformer (a shift of its argument, whatever its width).
 `PositionBias(8, every_layer=True, shift=False)` (`"bias-every-layer"`) is the earlier
 bias design, a gain of eight features in every row-wise layer.
 
@@ -435,8 +435,8 @@ PLACEMENTS: dict[str, AbstractPositionSignal] = {
 SHARED_PLACEMENTS = tuple(name for name in PLACEMENTS if name != "split-amplitude")
 #: What `positional_encoding=True` means unless a model family names its own
 #: (`default_placement`: the symplectic transformers take `"amplitude"`, the standard
-#: transformer `"bias-light"`, the volume-preserving transformer `"split-amplitude"`
-#: since 2026-12-03, `"bias"` before).
+#: transformer too since 2026-12-04 (`"bias-light"` before), the volume-preserving
+#: transformer `"split-amplitude"` since 2026-12-03 (`"bias"` before)).
 DEFAULT_PLACEMENT = "bias"
 
 

@@ -13,8 +13,8 @@ Besides today's files it writes the older forms that the compatibility rule cove
 `LagrangianNeuralNetwork-layout1.geomlearn` (no `mass` array, no layout recorded) and
 `HamiltonianNeuralNetwork-no-dt.geomlearn` (no `dt` in its configuration) and
 `<Transformer class>-layout1-bias.geomlearn` (`positional_encoding=True` with eight
-position features in every row-wise layer) and `<Symplectic transformer class>-
-layout<N>-true.geomlearn` (`positional_encoding=True` when it meant `"bias-light"`, or
+position features in every row-wise layer) and `<Symplectic or standard transformer
+class>-layout<N>-true.geomlearn` (`positional_encoding=True` when it meant `"bias-light"`, or
 `"bias"` for the linear one in layout 3) and `VolumePreservingTransformer-layout1-true.
 geomlearn` (`True` when it meant `"bias"`), made by writing today's model in the form
 those versions wrote; and one training checkpoint.
@@ -163,6 +163,8 @@ TRUE_WAS = {
         4, 3, L=2, positional_encoding=pe, key=k),
     ("VolumePreservingTransformer", 1, "bias"): lambda k, pe: gl.VolumePreservingTransformer(
         3, n_blocks=1, L=2, positional_encoding=pe, key=k),
+    ("Transformer", 2, "bias-light"): lambda k, pe: gl.Transformer(
+        4, L=1, transformer_dim=6, positional_encoding=pe, key=k),
 }
 
 
