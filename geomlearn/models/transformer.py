@@ -133,8 +133,9 @@ class Transformer(AbstractTransformerIntegrator):
     permutation-equivariant along time.
 
     **Position bias** (`"bias-light"`; `True` until 2026-12-04, in files of layout 2,
-    which load as it): the rows entering the first attention layer (after the lift) become $x_t + G_0 e_t$, and every residual
-    layer $i$ of row $t$ becomes $x_t + \sigma(W_i x_t + b_i + G_i e_t)$, with the two
+    which load as it): the rows entering the first attention layer (after the lift)
+    become $x_t + G_0 e_t$, and every residual layer $i$ of row $t$ becomes
+    $x_t + \sigma(W_i x_t + b_i + G_i e_t)$, with the two
     centred features $e_t = (\sin t, \cos t) - \text{mean}$ and gains
     $G_i \in \mathbb{R}^{D \times 2}$ initialised to zero: $2D\,(1 + L(n_\text{blocks}
     + 1))$ parameters. `"bias"` keeps only $G_0$ ($2D$; measured to recover none of the
