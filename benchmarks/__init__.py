@@ -3,7 +3,8 @@
 Run one with `python -m benchmarks <name> [--quick] [--out DIR]`, all of them with
 `python -m benchmarks all`, and list them with `python -m benchmarks`. Each benchmark
 prints a table and writes `<name>.json` (default directory `benchmarks/results/`).
-`benchmarks/RESULTS.md` holds the latest full results.
+`python -m benchmarks report` renders `benchmarks/RESULTS.md` from the result files and
+the headers in `benchmarks._headers` (one section per benchmark).
 
 Every benchmark is a module of this package with
 

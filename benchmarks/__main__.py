@@ -1,9 +1,11 @@
-"""`python -m benchmarks [NAME | all] [--quick] [--out DIR] [options]`.
+"""`python -m benchmarks [NAME | all] [--quick] [--out DIR] [options]`, and
+`python -m benchmarks report [--check]`.
 
 Without a name, lists the benchmarks. With `all`, runs every benchmark one after another.
 Each benchmark prints its table and writes `<out>/<name>.json` (default
 `benchmarks/results/`). `--quick` is a smoke-test size (seconds), used by the test suite;
-its figures mean nothing.
+its figures mean nothing. `report` renders `benchmarks/RESULTS.md` from the result files
+(`benchmarks._report`); with `--check` it only compares.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import BENCHMARKS, DESCRIPTIONS, load
+from . import BENCHMARKS, DESCRIPTIONS, _report, load
 
 
 def _list() -> str:
     width = max(len(n) for n in BENCHMARKS)
     lines = ["benchmarks (python -m benchmarks NAME [--quick] [--out DIR]; NAME=all runs all):"]
     lines += [f"  {name.ljust(width)}  {DESCRIPTIONS[name]}" for name in BENCHMARKS]
+    lines += ["", "python -m benchmarks report [--check]: render benchmarks/RESULTS.md from "
+              "the result files (--check: exit 1 if it is out of date)"]
     return "\n".join(lines)
 
 
@@ -67,6 +71,8 @@ def _add_options(parser, names) -> dict[str, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["report"]:
+        return _report.main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description="geomlearn benchmarks (see benchmarks/RESULTS.md).",

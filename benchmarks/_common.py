@@ -173,7 +173,8 @@ def git_revision() -> str | None:
 
 
 def machine_info() -> dict:
-    """CPU model, cores, the cores this process may use, versions, XLA flags."""
+    """CPU model, cores, the cores this process may use, the load average, versions, XLA
+    flags."""
     import equinox
     import jax
     import jaxlib
@@ -184,6 +185,10 @@ def machine_info() -> dict:
         affinity = sorted(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         affinity = list(range(os.cpu_count() or 1))
+    try:  # the machine's load when the run ends (1, 5 and 15 minutes)
+        load = [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        load = None
     return {
         "cpu_model": cpu_model(),
         "logical_cores": os.cpu_count(),
@@ -200,6 +205,7 @@ def machine_info() -> dict:
         "x64": bool(jax.config.jax_enable_x64),
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
         "git": git_revision(),
+        "load_average": load,
     }
 
 

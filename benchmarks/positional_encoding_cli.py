@@ -3,7 +3,7 @@ r"""Positional encoding through the command line: `geomlearn train` with and wit
 `benchmarks.positional_encoding_lm` trains every transformer family for an equal wall
 time in float64. A user of the command line gets something else: float32 (the command
 line's default precision), Levenberg–Marquardt for **at most 500 iterations** or 150 s,
-stopping when it stalls (`geomlearn.training.choose_trainer`), and the model sizes of
+stopping when it stalls (`geomlearn.cli.choose_trainer`), and the model sizes of
 the registry. This benchmark runs exactly that — `geomlearn.cli.main(["train", "--system",
 S, "--model", M, "--seed", s, ...])` in this process, once without and once with
 `--positional-encoding [PLACEMENT]` per seed — and compares the final training and
@@ -17,10 +17,8 @@ trajectories of the command line's recipe).
 | `forced_rigid_body` (the pulsating rigid body's `z` rows, aligned) | yes | transformer, vp-transformer |
 
 `--size large` passes `--model-option` to give each family the larger size of
-`benchmarks.positional_encoding_lm` (`LARGE`); `--size small` the command line's sizes
-until 2026-12-03 (`SMALL`: results recorded before that date at the registry's sizes,
-`size: default` in their settings, were at these); the registry's sizes are the
-default.
+`benchmarks.positional_encoding_lm` (`LARGE`); `--size small` its small `default` size
+(`SMALL`); the registry's sizes are the default.
 
 `--positional-encoding` alone is each family's `True`; a placement by name
 (`--encodings True,amplitude`) compares designs. The long-horizon evaluation is off
@@ -76,9 +74,9 @@ LARGE = {
 }
 
 
-#: `--size small`: the command line's sizes until 2026-12-03 (width `dim` and one unit
-#: for the symplectic transformers, `transformer_dim = dim`; the VPT's is unchanged), the
-#: `default` size of `benchmarks.positional_encoding_lm` spelled as `--model-option`
+#: `--size small`: width `dim` and one unit for the symplectic transformers,
+#: `transformer_dim = dim` (the VPT's is the registry's): the `default` size of
+#: `benchmarks.positional_encoding_lm` spelled as `--model-option`
 SMALL = {_lm.FAMILIES[family]: [f"{name}={value!r}" for name, value in options.items()]
          for family, options in _lm.DEFAULT.items()}
 SIZES = {"large": LARGE, "small": SMALL}
@@ -113,7 +111,8 @@ def _training(model: str, training: str):
 
     spec = cli.MODELS[model]
     if training != "cli":
-        cli.MODELS[model] = dataclasses.replace(spec, position_last=training == "position-last")
+        cli.MODELS[model] = dataclasses.replace(
+            spec, plan=dataclasses.replace(spec.plan, position_last=training == "position-last"))
     try:
         yield
     finally:
@@ -206,7 +205,7 @@ def _medians(settings, results) -> list[dict]:
 def _targets(settings, results) -> list:
     out = []
     how = {"default": "the command line's defaults", "large": "the larger sizes (--model-option)",
-           "small": "the command line's sizes until 2026-12-03 (--model-option)"}[
+           "small": "the small sizes (--model-option)"}[
                settings.get("size", "default")]
     for r in _medians(settings, results):
         name = f"geomlearn train --system {r['system']} --model {r['model']}, {r['encoding']}"
@@ -294,7 +293,7 @@ SPEC = Benchmark(
                choices=("cli", "from-start", "position-last")),
         Option("--size", str, "default (the registry's sizes), large (geomlearn train "
                "--model-option: the larger sizes of positional_encoding_lm) or small (the "
-               "command line's sizes until 2026-12-03)", choices=("default", "large", "small")),
+               "default size of positional_encoding_lm)", choices=("default", "large", "small")),
     ),
     one_core=True,
 )

@@ -1,14 +1,10 @@
 r"""Positional encoding at equal wall time: with and without, under Levenberg–Marquardt and Adam.
 
-`positional_encoding=True` adds parameters (zero-initialised position gains of two
-features: in every gradient layer of the symplectic transformers, 2 each (the
-amplitude); in every residual layer of the standard transformer, 2 each (the amplitude,
-since 2026-12-04; at the input and in every residual layer, $2D$ each, with
-`"bias-light"`, its `True` when the results in benchmarks/RESULTS.md were recorded);
-once per unit of the volume-preserving transformer, $2d$ (`"bias"`, its `True` then;
-since 2026-12-03 the amplitude by halves, 4 per unit)), and a
-Levenberg–Marquardt iteration costs
-$\propto P^2$ in the parameter count $P$. This benchmark asks what the flag costs or
+`positional_encoding=True` adds parameters (each family's default position signal, with
+zero-initialised gains: a row-dependent step of every gradient layer of the symplectic
+transformers and of every residual layer of the standard transformer, two steps per unit
+of the volume-preserving transformer; the result files give the counts), and a
+Levenberg–Marquardt iteration costs $\propto P^2$ in the parameter count $P$. This benchmark asks what the flag costs or
 gains **at equal wall time**, where that cost
 shows: every transformer family is trained twice, back to back — without and with the
 encoding — for the same number of seconds (`--budget-s`, default 20 s per run), with the
@@ -28,11 +24,10 @@ the command line's default for the problem (3):
 | pulsating rigid body (`forced_rigid_body`, aligned) | yes | Transformer, VolumePreservingTransformer |
 | driven pendulum, fast drive (`ParametricPendulum(epsilon=0.8, Omega=3.0)`, aligned) | yes | SymplecticTransformer, LinearSymplecticTransformer |
 
-Sizes: `default`, the command line's sizes until 2026-12-03, when every result of this
-benchmark was recorded (`SymplecticTransformer(dim, n_sympnet=2, L=1)` and the same for
+Sizes: `default`, a small size (`SymplecticTransformer(dim, n_sympnet=2, L=1)` and the same for
 `LinearSymplecticTransformer`, width `dim`; `Transformer(dim, n_heads=1, L=2,
 n_blocks=1)`, `transformer_dim = dim`; `VolumePreservingTransformer(dim, n_blocks=6,
-n_linear=1, L=1)`, still the command line's), and `large`,
+n_linear=1, L=1)`, the command line's), and `large`,
 the size a user picks for more capacity: `SymplecticTransformer(dim, width=12, L=2)`,
 the same for `LinearSymplecticTransformer`, `Transformer(dim, L=2, transformer_dim=8)`,
 `VolumePreservingTransformer(dim, n_blocks=6, L=2)` (under LM, on Hénon–Heiles and on
@@ -40,7 +35,7 @@ the order-dependent problems: at the command line's smallest sizes — 26 parame
 the symplectic transformer on the 2-d driven pendulum — capacity, not the position
 signal, limits what the encoding can gain).
 
-Trainers: the command line's (`geomlearn.training.choose_trainer` with `trainer="lm"` or
+Trainers: the command line's (`geomlearn.cli.choose_trainer` with `trainer="lm"` or
 `"adam"` and `time_budget=budget`): Levenberg–Marquardt (a random subset of 4096 samples
 per iteration on larger data sets, stopping early when it stalls) and Adam (the default
 exponential schedule planned for the budget; minibatches of all samples up to 512,
@@ -137,8 +132,8 @@ def _problem_data(problem: str, n_trajectories):
     return system, train, val, T
 
 
-#: `default`: the constructor arguments that give each family the command line's size
-#: until 2026-12-03 (the registry's, with these replaced), at which the results were recorded
+#: `default`: the constructor arguments that give each family the small size (the
+#: registry's, with these replaced)
 DEFAULT = {"ST": {"width": None, "L": 1}, "LST": {"width": None, "L": 1},
            "TF": {"transformer_dim": None}, "VPT": {}}
 
@@ -149,7 +144,7 @@ def _model(family: str, size: str, d: int, T: int, encoding, key):
     import geomlearn as gl
     from geomlearn.cli._registry import MODELS
 
-    if size == "default":  # the command line's sizes until 2026-12-03
+    if size == "default":  # the small size
         window = {"seq_length": T} if family == "LST" else {}
         return MODELS[FAMILIES[family]].build(d, key=key, positional_encoding=encoding,
                                               **window, **DEFAULT[family])
@@ -172,7 +167,8 @@ def _train(case, encoding, data, budget: float, seed: int, training: str = "from
 
     import geomlearn as gl
     from geomlearn._nn import count_parameters
-    from geomlearn.training import choose_trainer, fit_position_last, plain_twin, trains_position_last
+    from geomlearn.cli import choose_trainer
+    from geomlearn.training import fit_position_last, plain_twin, trains_position_last
 
     _, family, size, trainer = case
     _, train, val, T = data

@@ -77,6 +77,30 @@ from .layers import (
     VolumePreservingUpperLayer as VolumePreservingUpperLayer,
     positional_encoding as positional_encoding,
 )
+from .layers import (  # the options of the positional encoding and the attention weighting
+    AbstractPositionSignal as AbstractPositionSignal,
+    AbstractWeighting as AbstractWeighting,
+    ArbitraryWeighting as ArbitraryWeighting,
+    Conjugate as Conjugate,
+    InputTable as InputTable,
+    NoSignal as NoSignal,
+    PositionAmplitude as PositionAmplitude,
+    PositionBias as PositionBias,
+    PositionSplitAmplitude as PositionSplitAmplitude,
+    ScaledTable as ScaledTable,
+    SkewWeighting as SkewWeighting,
+)
+from .models._discrete_gradient import (  # the forcing options of PortHamiltonianNN
+    AbstractForcing as AbstractForcing,
+    NoForcing as NoForcing,
+    StateTimeForcing as StateTimeForcing,
+    TimeForcing as TimeForcing,
+)
+from ._progress import (  # fit(progress=...)
+    AbstractProgress as AbstractProgress,
+    NoProgress as NoProgress,
+    TqdmProgress as TqdmProgress,
+)
 from .models import (
     AbstractFeedForwardIntegrator as AbstractFeedForwardIntegrator,
     AbstractHamiltonianModel as AbstractHamiltonianModel,
@@ -119,15 +143,15 @@ from .training import (
     NonFiniteLossError as NonFiniteLossError,
     RelativeLoss as RelativeLoss,
     TrainingInterrupted as TrainingInterrupted,
-    choose_trainer as choose_trainer,
     default_optimizer as default_optimizer,
     fit as fit,
 )
+from .cli import choose_trainer as choose_trainer  # the command line's policy, kept here too
 
 _SUBPACKAGES = ["geometry", "structures", "layers", "models", "systems", "integrators",
                 "datasets", "manifolds", "reduction", "cotangent_lift"]
 
 __all__ = _SUBPACKAGES + sorted(
     name for name in dir() if not name.startswith("_") and name not in _SUBPACKAGES
-    and name not in {"data", "evaluation", "io", "rollout", "second_order", "training"}
+    and name not in {"cli", "data", "evaluation", "io", "rollout", "second_order", "training"}
 )

@@ -1,12 +1,23 @@
-"""Training progress: a `tqdm` bar in terminals and in Jupyter notebooks, silent elsewhere."""
+"""Training progress: how `fit(progress=...)` reports it, an option object.
+
+`TqdmProgress()` (`progress=True`, the default) draws a `tqdm` bar in terminals and in
+Jupyter notebooks and stays silent elsewhere; `NoProgress()` (`progress=False`) draws
+nothing. Each is a final class on `AbstractProgress`, whose one method `start(total)`
+opens the reporter of a run of `total` epochs (`update(epoch, loss, val_loss)`,
+`close()`).
+"""
 
 from __future__ import annotations
 
+import abc
 import math
 import sys
 import time
 
+import equinox as eqx
 from tqdm.std import tqdm as text_tqdm
+
+__all__ = ["AbstractProgress", "TqdmProgress", "NoProgress", "ProgressBar", "progress_from"]
 
 
 def _isatty(stream) -> bool:
@@ -147,3 +158,44 @@ def _is_widget(cls) -> bool:
     except ImportError:
         return False
     return issubclass(cls, tqdm_notebook)
+
+
+class AbstractProgress(eqx.Module):
+    """How a training run reports its progress (`fit(progress=...)`)."""
+
+    @abc.abstractmethod
+    def start(self, total: int) -> ProgressBar:
+        """The reporter of a run planned to reach `total` epochs: `update(epoch, loss,
+        val_loss)` after each epoch, `close()` at the end."""
+
+
+class TqdmProgress(AbstractProgress):
+    """A `tqdm` bar (`progress=True`): a widget in a Jupyter notebook, a one-line bar on
+    stderr in a terminal, nothing when the output is not interactive (a log file, CI).
+
+    **Arguments:** `stream`: draw on this text stream instead, only if it is a TTY
+    (never a notebook widget); `width`: the cells of a text bar (default 20)."""
+
+    stream: object = None
+    width: int = 20
+
+    def start(self, total: int) -> ProgressBar:
+        return ProgressBar(total, stream=self.stream, width=self.width)
+
+
+class NoProgress(AbstractProgress):
+    """No progress report (`progress=False`)."""
+
+    def start(self, total: int) -> ProgressBar:
+        return ProgressBar(total, enabled=False)
+
+
+def progress_from(progress) -> AbstractProgress:
+    """The progress option `progress` means: `True` is `TqdmProgress()`, `False`
+    `NoProgress()`, an `AbstractProgress` itself; `TypeError` otherwise."""
+    if isinstance(progress, AbstractProgress):
+        return progress
+    if isinstance(progress, bool):
+        return TqdmProgress() if progress else NoProgress()
+    raise TypeError("progress must be a bool or a progress option (TqdmProgress(), "
+                    f"NoProgress()), got {progress!r}")

@@ -31,18 +31,12 @@ $$\Psi^e(q, p) = \big(\Phi^\top (q - \bar q),\ Df(Q)^\top (p - \bar p)\big)$$
 is an exact left inverse of the decoder. $C$ is fitted to the snapshots by linear least
 squares (`manifold_cotangent_lift`): no training loop, as the PSD's SVD. The bumps fade
 beyond the data's range, where the decoder returns to the affine PSD; their derivatives
-are closed-form, so the reduced vector field costs a few products with $C$ (why not a
-polynomial: with Chebyshev recurrences of degree 30 the reduced Toda system took 2–3
-times as long to integrate, for the same error).
+are closed-form, so the reduced vector field costs a few products with $C$.
 
-Why it helps where the PSD fails: a travelling wave (the Toda lattice's bump) moves
-its positions along a curved path that no low-dimensional subspace holds, while its
-momenta stay tangent to that path. When the path is a graph over the leading PSD
-coordinate (on the Toda lattice it is: the bump's orbit runs back and forth along one
-path, monotonically in $Q_1$ between its turning points), $f$ can follow it, the decoded image contains the trajectory, and the
-reduced Hamiltonian system $\tilde H = H\circ\Psi^d$ reproduces it (a full trajectory
-on the image solves the reduced equations exactly; see
-`geomlearn.reduction.ReducedHamiltonianSystem`).
+Where the positions' path is a graph over the leading PSD coordinate (the Toda lattice's
+travelling bump, which no low-dimensional subspace holds), $f$ can follow it, and the
+trajectory then solves the reduced system $\tilde H = H\circ\Psi^d$ exactly
+(`geomlearn.reduction.ReducedHamiltonianSystem`; see the concepts page on reduction).
 """
 
 from __future__ import annotations

@@ -8,12 +8,10 @@ A parameter constrained to a manifold is a small module holding one array, `valu
   subspace $\operatorname{span}(Y)$ (the Grassmann manifold $Gr(n, N)$), stored like a
   Stiefel matrix; functions of it should depend on $YY^\top$ only.
 
-Gradient descent with plain arrays would leave the manifold. The optimiser
-[`riemannian_adam`][geomlearn.manifolds.riemannian_adam] is an Optax
-`GradientTransformation` that updates every manifold parameter *along* the manifold
-(Riemannian gradient, Adam moments in the tangent space, a retraction) and every other
-array of the same model by plain Adam, so `geomlearn.fit(model, data,
-optimizer=riemannian_adam(...))` trains a model with Stiefel layers unchanged.
+The Optax `GradientTransformation` [`riemannian_adam`][geomlearn.manifolds.riemannian_adam]
+updates every manifold parameter *along* the manifold (Riemannian gradient, Adam moments
+in the tangent space, a retraction) and every other array by plain Adam, so
+`geomlearn.fit(model, data, optimizer=riemannian_adam(...))` trains Stiefel layers.
 
 **Mathematics.** For the Stiefel manifold with the canonical metric the Riemannian
 gradient of $f$ at $Y$ with Euclidean gradient $G$ is $\operatorname{grad} f = G - Y G^\top
@@ -32,16 +30,13 @@ Grassmann manifold the gradient is the horizontal part $(I - YY^\top)G$ and the
 retractions are the same formulas applied to a horizontal $\Delta$ (for which the
 canonical geodesic is the Grassmann geodesic).
 
-**Riemannian Adam.** Following Bécigneul & Ganea (*Riemannian adaptive optimization
-methods*, ICLR 2019) and the "Adam on manifolds" of Brantner (*Generalizing Adam to
-manifolds for efficiently training transformers*, 2023): the first moment is a tangent
-vector, transported to the new point by projection; the second moment is the
-element-wise square of the Riemannian gradient; the Adam direction is projected onto the
-tangent space before the retraction. (This is the projection-transport variant, not
-Brantner's global-tangent-space construction.)
-
-Written by hand because no well-kept JAX library provides Stiefel parameters inside
-Equinox modules with an Optax-compatible Riemannian optimiser.
+**Riemannian Adam** (Bécigneul & Ganea, *Riemannian adaptive optimization methods*,
+ICLR 2019; Brantner, *Generalizing Adam to manifolds for efficiently training
+transformers*, 2023): the first moment is a tangent vector, transported to the new point
+by projection; the second moment is the element-wise square of the Riemannian gradient;
+the Adam direction is projected onto the tangent space before the retraction (the
+projection-transport variant, not Brantner's global tangent space). Written by hand: no
+well-kept JAX library has Stiefel parameters in Equinox modules with an Optax optimiser.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
     d = reference.shape[-1]
     a, b = (0, d // 2) if canonical else (0, min(1, d - 1))
     name = lambda i: labels[i] if i < len(labels) else f"z{i + 1}"  # noqa: E731
-    long = getattr(evaluation, "long_horizon", None)
+    long = evaluation.long_horizon
     if long is None:
         fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
     else:

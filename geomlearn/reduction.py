@@ -23,14 +23,12 @@ This module has
   [`snapshot_mean`][geomlearn.reduction.snapshot_mean]: the centred PSD);
 - [`ReducedHamiltonianSystem`][geomlearn.reduction.ReducedHamiltonianSystem]: the reduced
   system of a full system and any reduction (linear or a
-  [`SymplecticAutoencoder`][geomlearn.models.SymplecticAutoencoder]), a
-  `geomlearn.systems` system that `geomlearn.integrators.integrate` integrates;
+  [`SymplecticAutoencoder`][geomlearn.models.SymplecticAutoencoder]), integrable by `integrate`;
 - error measures: [`projection_error`][geomlearn.reduction.projection_error] (and its
   position and momentum parts,
   [`projection_error_parts`][geomlearn.reduction.projection_error_parts]),
-  [`reduction_error`][geomlearn.reduction.reduction_error],
-  [`latent_vector_field_error`][geomlearn.reduction.latent_vector_field_error] (the
-  reduced field against the encoded dynamics), and
+  [`reduction_error`][geomlearn.reduction.reduction_error], [`latent_vector_field_error`][geomlearn.reduction.latent_vector_field_error]
+  (the reduced field against the encoded dynamics), and
   [`immersion_residual`][geomlearn.reduction.immersion_residual] (the defect of the
   identity above);
 - the symplectic area of an orbit: [`orbit_period`][geomlearn.reduction.orbit_period]
@@ -38,9 +36,7 @@ This module has
   period — which a latent Hamiltonian flow behind a symplectic decoder must reproduce in
   the latent space to follow the data.
 
-Measuring a reduction against a full solution (`evaluate_reduction`,
-`check_immersion`) is evaluation, in `geomlearn.evaluation` (also at the top level,
-`geomlearn.evaluate_reduction`).
+`geomlearn.evaluate_reduction` measures a reduction against a full solution.
 """
 
 from __future__ import annotations

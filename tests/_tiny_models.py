@@ -105,9 +105,10 @@ class TinyWindow(AbstractTransformerIntegrator):
 
 @register
 class TinyHamiltonian(AbstractHamiltonianModel):
-    """H(z) = ½ c |z|² + Σ a ⊙ tanh(W z + b), vector field J∇H."""
+    """H(z) = ½ c |z|² + Σ a ⊙ tanh(W z + b), vector field J∇H (no stored time step)."""
 
     structure: ClassVar[str] = "symplectic"
+    dt: ClassVar[None] = None
     dim: int = eqx.field(static=True)
     width: int = eqx.field(static=True)
     c: jax.Array

@@ -52,8 +52,7 @@ def pytest_configure(config):
     cost is compilation, not execution: it compiles them without LLVM's optimisation
     passes and with XLA's classic CPU code emitters instead of its MLIR fusion emitters,
     which compile the same programs in markedly less time, the one-operation programs of
-    eager calls as much as jitted checks (measured: benchmarks/RESULTS.md, "Architecture
-    and the test suite"). XLA reads the flags once, when JAX starts its backend, so they
+    eager calls as much as jitted checks. XLA reads the flags once, when JAX starts its backend, so they
     are set for that moment only; every other run, and every process a test starts,
     compiles with XLA's defaults (the slow tier compares tables computed in and out of
     process bit for bit, and optimisation can move a float32 rounding)."""

@@ -12,6 +12,7 @@ full benchmarks and their recorded results are in `benchmarks/RESULTS.md`.
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -26,6 +27,8 @@ if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not 
 import benchmarks  # noqa: E402
 from benchmarks import _common as C  # noqa: E402
 from benchmarks import _harness as H  # noqa: E402
+from benchmarks import _report as R  # noqa: E402
+from benchmarks._headers import SECTIONS, Run, Section  # noqa: E402
 
 
 def _run_cli(*args, timeout=120):
@@ -549,22 +552,93 @@ def test_positional_encoding_cli_spells_the_flag_and_counts_the_seeds_made_worse
         B._select(B.CASES, "kepler")
 
 
-@pytest.mark.slow  # starts a process
-def test_report_renders_recorded_results(tmp_path):
-    from benchmarks import _report
+# ----------------------------------------------------------------------------- the report
 
-    cols = [("x", "x", ".1f")]
-    payload = C.make_payload(
-        "rollout_speed", quick=False, options={"repeats": 3}, settings={}, results={},
-        tables=[C.table("A table", cols, [{"x": 1.0}])],
-        targets=[C.target("speed", "≤ 1 s", 2.0, False, "s", note="slow")],
-        started=time.perf_counter(),
-    )
-    C.write_payload(tmp_path, "rollout_speed", payload)
-    md = _report.render(tmp_path)
-    assert "## Machine" in md and payload["machine"]["cpu_model"] in md
-    assert "## rollout_speed" in md and "`python -m benchmarks rollout_speed --repeats 3`" in md
-    assert "### A table" in md and "| 1.0 |" in md
-    assert "| speed | ≤ 1 s | 2 s | NOT met | slow |" in md
-    assert "## training_throughput" not in md  # no file, no section
+_MACHINE = {"cpu_model": "Test CPU", "logical_cores": 4, "cores_available": 1, "jax": "0.0",
+            "jax_backend": "cpu", "load_average": [1.5, 1.0, 0.5]}
+
+
+def _payload(name, rows, *, targets=(), command=None, columns=(("x", "x", ".1f"),)):
+    """A result file as a benchmark writes it (`_common.make_payload`), without measuring
+    the machine."""
+    return {
+        "benchmark": name, "quick": False, "command": command or f"python -m benchmarks {name}",
+        "date": "2031-01-02T03:04:05+00:00", "wall_s": 90.0, "machine": _MACHINE,
+        "settings": {}, "tables": [C.table("A table", columns, rows)],
+        "targets": list(targets), "notes": ["a note"], "results": {},
+    }
+
+
+def _section_of(md, title):
+    return md.split(f"\n## {title}\n")[1].split("\n## ")[0]
+
+
+def test_the_committed_results_md_is_the_rendering_of_the_committed_result_files():
+    """`benchmarks/RESULTS.md` is exactly what `python -m benchmarks report` renders, and
+    every committed result file is shown by a section (side experiments live in git)."""
+    assert R.RESULTS_MD.read_text() == R.render(), "run `python -m benchmarks report`"
+    assert R.unlisted() == []
+    assert set(SECTIONS) == set(benchmarks.BENCHMARKS)
+
+
+def test_report_renders_one_section_per_benchmark_from_its_files(tmp_path):
+    target = C.target("speed", "≤ 1 s", 2.0, False, "s", note="slow")
+    payload = _payload("rollout_speed", [{"x": 1.0}], targets=[target],
+                       command="python -m benchmarks rollout_speed --repeats 3")
+    (tmp_path / "rollout_speed.json").write_text(json.dumps(payload))
+    md = R.render(tmp_path)
+    assert md == R.render(tmp_path)  # no clock, no machine state
+    titles = [line[3:] for line in md.splitlines() if line.startswith("## ")]
+    assert titles == [SECTIONS[n].title for n in benchmarks.BENCHMARKS]
+    section = _section_of(md, "Rollout speed")
+    assert "```bash\npython -m benchmarks rollout_speed --repeats 3\n```" in section
+    assert "Run: 2031-01-02, 1.5 min on Test CPU, 1 of 4 logical cores, JAX 0.0 (cpu), " \
+           "load average 1.50 / 1.00 / 0.50" in section
+    assert "03:04" not in md  # the day of a run, not its time
+    assert "### A table" in section and "| 1.0 |" in section and "- a note" in section
+    assert "| speed | ≤ 1 s | 2 s | NOT met | slow |" in section
+    assert ("| [Rollout speed](#rollout-speed) | `python -m benchmarks rollout_speed` | "
+            "2031-01-02 | 0 of 1 |") in md
+    assert "No recorded run" in _section_of(md, "Training throughput")
+
+
+def test_report_merges_the_rows_of_several_runs_and_filters_rows(tmp_path):
+    section = Section(title="T", about="What it measures.", tables=(0,), merge=True,
+                      notes=False, runs=(Run("a.json"), Run("b.json", where=(("x", 2.0),))))
+    (tmp_path / "a.json").write_text(json.dumps(_payload("a", [{"x": 1.0}])))
+    (tmp_path / "b.json").write_text(json.dumps(_payload("b", [{"x": 2.0}, {"x": 3.0}])))
+    payloads = [R._load(tmp_path, run) for run in section.runs]
+    text = R._section("t", section, payloads, tmp_path)
+    assert "1. `python -m benchmarks a` — 2031-01-02" in text
+    assert "| run | x |" in text and "| 1 | 1.0 |" in text and "| 2 | 2.0 |" in text
+    assert "3.0" not in text and "a note" not in text
+    other = _payload("c", [{"y": 1.0}], columns=(("y", "y", ".1f"),))
+    with pytest.raises(ValueError, match="cannot be merged"):
+        R._section("t", section, [payloads[0], other], tmp_path)
+
+
+def test_report_check_fails_on_a_stale_file_and_on_a_stray_result(tmp_path, capsys):
+    results, out = tmp_path / "results", tmp_path / "RESULTS.md"
+    shutil.copytree(C.DEFAULT_OUT, results)
+    args = ["--results", str(results), "--output", str(out)]
+    assert R.main(["--check", *args]) == 1  # no file yet
+    assert R.main(args) == 0 and R.main(["--check", *args]) == 0
+    # one result file changes: the rendered file is stale
+    path = results / "distributed_lm.json"
+    recorded = path.read_text()
+    payload = json.loads(recorded)
+    path.write_text(json.dumps(dict(payload, wall_s=payload["wall_s"] + 600)))
+    assert R.main(["--check", *args]) == 1
+    assert "differs from the rendering" in capsys.readouterr().err
+    path.write_text(recorded)
+    assert R.main(["--check", *args]) == 0
+    # a side experiment that no section shows
+    (results / "distributed_lm_side.json").write_text("{}")
+    assert R.unlisted(results) == ["distributed_lm_side.json"]
+    assert R.main(["--check", *args]) == 1
+    # a section's file that is missing
+    (results / "distributed_lm_side.json").unlink()
+    path.unlink()
+    assert R.unlisted(results) == ["missing: distributed_lm.json"]
+    assert R.main(["--check", *args]) == 1
 

@@ -51,6 +51,11 @@ def test_train_writes_every_file(pendulum_run, capsys):
     assert history["epoch"] == [1, 2, 3, 4, 5] and len(history["val_loss"]) == 5
     run = strict_json(out / "run.json")
     assert (run["system"], run["model"], run["epochs"]) == ("pendulum", "gsympnet", 5)
+    # the options, parsed once, resolved by the run (its minibatch size) and read back
+    options = cli.TrainOptions.from_run(run)
+    assert run["options"] == options.to_run() and run["options"]["model"] == "gsympnet"
+    assert (options.epochs, options.batch_size, options.trainer) == (5, run["batch_size"], "auto")
+    assert options.batch_size is not None and options.time_budget is None
     model = gl.load(out / "model.geomlearn")
     assert isinstance(model, gl.GSympNet)
     assert model.config()["n_layers"] == cli.MODELS["gsympnet"].defaults["n_layers"]
@@ -120,7 +125,8 @@ def test_volume_preserving_transformer_on_the_rigid_body(tmp_path, capsys, monke
     assert set(metrics["structure_residual"]) == {"volume"}
     assert metrics["structure_residual"]["volume"] < 1e-12
     model = gl.load(out / "model.geomlearn")
-    assert model.positional_encoding is True
+    # the model stores the placement `--positional-encoding` resolved to, never `True`
+    assert model.positional_encoding == gl.VolumePreservingTransformer.default_placement
     run = strict_json(out / "run.json")
     # structure-preserving transformers roll out with pw = T by default (the rollout keeps
     # the structure of the model map)
@@ -162,7 +168,8 @@ def test_a_driven_system_trains_on_its_rows_without_the_clock(tmp_path, capsys):
     run = strict_json(out / "run.json")
     assert run["labels"] == ["q", "p"] and run["canonical"] and run["seq_length"] == 3
     model = gl.load(out / "model.geomlearn")
-    assert model.config()["dim"] == 2 and model.config()["positional_encoding"] is True
+    assert model.config()["dim"] == 2
+    assert model.config()["positional_encoding"] == gl.SymplecticTransformer.default_placement
     metrics = strict_json(out / "metrics.json")
     assert metrics["system"] is None and metrics["invariant_drift"] == {}
     assert metrics["structure_residual"]["symplecticity"] < 1e-12  # float64 in the test suite
@@ -203,7 +210,8 @@ def test_model_options_choose_the_size(tmp_path, capsys):
     plain = gl.load(tmp_path / "plain" / "model.geomlearn").config()
     large = gl.load(tmp_path / "large" / "model.geomlearn").config()
     assert (plain["width"], plain["L"]) == (12, 2)  # the registry's size
-    assert (large["width"], large["L"], large["positional_encoding"]) == (20, 3, True)
+    assert (large["width"], large["L"]) == (20, 3)
+    assert large["positional_encoding"] == gl.SymplecticTransformer.default_placement
     assert large["activation"] != plain["activation"]
     run = strict_json(tmp_path / "large" / "run.json")
     assert run["model_options"] == {"width": 20, "L": 3, "activation": "sigmoid"}
@@ -236,7 +244,7 @@ def test_the_symplectic_transformers_sizes_follow_the_data(name):
 
 
 def test_model_options_parse_literals_and_refuse_malformed_pairs():
-    from geomlearn.cli._specs import parse_model_options
+    from geomlearn.cli._options import parse_model_options
 
     assert parse_model_options(["n=3", "x=0.5", "flag=False", "none=None", "name=tanh",
                                 "pair=(16, 16)"]) == {

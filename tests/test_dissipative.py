@@ -283,7 +283,7 @@ def test_the_command_line_lists_the_systems_and_what_the_models_keep(capsys):
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
     for text in ("damped_pendulum", "duffing", "forced_mass_spring", "conformal-sympnet", "phnn",
-                 "preserves: conformal factor", "preserves: energy balance"):
+                 "preserves: conformal-symplectic", "preserves: energy-balance"):
         assert text in out
     assert cli.resolve_model("phnn").incompatibility(gl.systems.RigidBody()) is not None
 

@@ -212,6 +212,19 @@ def test_quickstart_is_shared_with_the_docs():
     assert '--8<-- "README.md:quickstart"' in (ROOT / "docs" / "installation.md").read_text()
 
 
+def test_the_quickstart_sets_a_fresh_machine_up_with_two_commands():
+    """The README's Quickstart (the docs include it) installs and runs the main job with
+    one command and the tests with another, as `.ci/run` does."""
+    readme = (ROOT / "README.md").read_text()
+    quickstart = readme.split("[start:quickstart]")[1].split("[end:quickstart]")[0]
+    for command in ('pip install -e ".[plot]" && geomlearn train',
+                    'pip install -e ".[test]" && pytest', "pytest -m slow"):
+        assert command in quickstart, f"the Quickstart lost {command!r}"
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert 'pip install --quiet -e ".[test]"' in ci and "\npytest\n" in ci
+    assert "\npytest -m slow\n" in ci
+
+
 def test_every_public_name_is_in_the_api_reference():
     import geomlearn
 

@@ -1,11 +1,14 @@
 """Tests for geomlearn.save / geomlearn.load: exact round trips, loud failures."""
 
+import ast
 import hashlib
 import inspect
 import io
 import json
 import os
+import pathlib
 import struct
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -17,47 +20,12 @@ import geomlearn as gl
 from geomlearn import _files
 from geomlearn import io as gio
 from geomlearn.io import PersistenceError
-from geomlearn.models import _catalogue
-from geomlearn.models import (
-    AbstractFeedForwardIntegrator,
-    AbstractHamiltonianModel,
-    AbstractModel,
-    AbstractTransformerIntegrator,
-)
+from geomlearn.models import AbstractFeedForwardIntegrator, AbstractModel, _base
 
+from _cases import MODELS, output
 from _tiny_models import TinyHamiltonian, TinyShear, TinyWindow
 
-# Small constructor arguments for every model class of geomlearn.models.
-CASES = {
-    "GSympNet": lambda k: gl.GSympNet(2, n_layers=3, width=3, activation=jax.nn.sigmoid, key=k),
-    "LASympNet": lambda k: gl.LASympNet(4, n_layers=2, n_linear=2, key=k),
-    "HenonNet": lambda k: gl.HenonNet(2, n_layers=2, width=3, key=k),
-    "PSympNet": lambda k: gl.PSympNet(4, n_layers=3, max_degree=4, min_degree=1, symmetric=True, key=k),
-    "RSympNet": lambda k: gl.RSympNet(2, n_layers=2, width=3, activation="sigmoid", key=k),
-    "LagrangianNeuralNetwork": lambda k: gl.LagrangianNeuralNetwork(2, width=4, depth=2, key=k),
-    "ResNet": lambda k: gl.ResNet(3, width=4, depth=2, activation="sin", key=k),
-    "HamiltonianNeuralNetwork": lambda k: gl.HamiltonianNeuralNetwork(2, width=4, depth=2, key=k),
-    "VolumePreservingFeedForward": lambda k: gl.VolumePreservingFeedForward(3, n_blocks=2, key=k),
-    "VolumePreservingTransformer": lambda k: gl.VolumePreservingTransformer(
-        3, n_blocks=1, L=2, positional_encoding=True, key=k
-    ),
-    "Transformer": lambda k: gl.Transformer(4, n_heads=2, L=1, n_blocks=2, key=k),
-    "LinearSymplecticTransformer": lambda k: gl.LinearSymplecticTransformer(4, 3, key=k),
-    "SymplecticTransformer": lambda k: gl.SymplecticTransformer(4, L=1, key=k),
-    "SymplecticAutoencoder": lambda k: gl.SymplecticAutoencoder(
-        8, 2, width=3, n_encoder_blocks=1, n_decoder_blocks=2, activation="sigmoid", key=k
-    ),
-    "ReducedIntegrator": lambda k: gl.ReducedIntegrator(
-        8, 2, n_layers=2, width=3, autoencoder_width=3, n_encoder_blocks=1, key=k
-    ),
-    "LiftedIntegrator": lambda k: gl.LiftedIntegrator(8, 2, n_features=3, stride=2, n_layers=2, width=3,
-                                                      activation="sigmoid", key=k),
-    "LiePoissonNet": lambda k: gl.models.LiePoissonNet(3, n_layers=2, width=2, key=k),
-    "MultiStep": lambda k: gl.models.MultiStep(gl.HenonNet(2, n_layers=2, width=3, key=k), 3),
-    "ConformalSympNet": lambda k: gl.ConformalSympNet(2, n_layers=2, width=3, dt=0.1, key=k),
-    "PortHamiltonianNN": lambda k: gl.PortHamiltonianNN(
-        3, width=3, depth=1, forcing="state-time", state_dependent_dissipation=True, dt=0.05, key=k),
-}
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def concrete_model_classes():
@@ -70,33 +38,82 @@ def concrete_model_classes():
     return out
 
 
+def package_classes():
+    """The registered classes defined in the package: its model families."""
+    return {name: cls for name, cls in _base.model_classes().items() if cls.__module__.startswith("geomlearn.")}
+
+
 def test_every_model_class_has_a_round_trip_case():
-    assert sorted(concrete_model_classes()) == sorted(CASES)
+    assert sorted(concrete_model_classes()) == sorted(MODELS)
+    assert sorted(package_classes()) == sorted(MODELS)
 
 
-def test_the_catalogue_finds_every_model_class_and_names_them_for_an_unknown_one():
+def test_the_registry_finds_every_model_class_and_names_them_for_an_unknown_one():
     for name in concrete_model_classes():
-        assert _catalogue.model_class(name) is getattr(gl.models, name)
-    assert set(concrete_model_classes()) <= set(_catalogue.model_classes())
-    assert gio.register is _catalogue.register
+        assert _base.model_class(name) is getattr(gl.models, name)
+    assert set(concrete_model_classes()) <= set(_base.model_classes())
+    assert gio.register is _base.register and gl.register is _base.register
     with pytest.raises(ValueError, match="unknown model class 'MysteryNet'.*GSympNet.*register"):
-        _catalogue.model_class("MysteryNet")
+        _base.model_class("MysteryNet")
 
 
-def output(model, key):
-    if isinstance(model, gl.models.MultiStep):
-        return jnp.concatenate([output(model.model, key), jnp.asarray([model.n_windows], float)])
-    if isinstance(model, AbstractTransformerIntegrator):
-        T = model.seq_length or 3
-        return model(jax.random.normal(key, (T, model.dim)))
-    if isinstance(model, gl.PortHamiltonianNN):  # the state carries the time last
-        z = jax.random.normal(key, (model.dim,))
-        x, t = z[:-1], z[-1]
-        return jnp.concatenate([model.hamiltonian(x)[None], model(x, t), model.dissipation(x).ravel()])
-    if isinstance(model, AbstractHamiltonianModel):
-        z = jax.random.normal(key, (model.dim,))
-        return jnp.concatenate([model.hamiltonian(z)[None], model.vector_field(z)])
-    return model(jax.random.normal(key, (model.dim,)))
+def subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from subclasses(sub)
+
+
+def test_every_concrete_class_of_the_package_registers_itself_and_no_base_does():
+    families, bases = [], []
+    for cls in subclasses(AbstractModel):
+        if cls.__module__.startswith("geomlearn."):
+            private = inspect.isabstract(cls) or cls.__name__.startswith(("Abstract", "_"))
+            (bases if private else families).append(cls)
+    assert {"AbstractFeedForwardIntegrator", "AbstractStackedSympNet"} <= {c.__name__ for c in bases}
+    for cls in families:
+        assert _base.model_class(cls.__name__) is cls
+    assert not {c.__name__ for c in bases} & set(_base.model_classes())
+
+
+def test_a_class_defined_outside_the_package_loads_only_once_registered(key, tmp_path, monkeypatch):
+    """A class of the same name as a family does not replace it unless registered, and an
+    unregistered class fails to load with the error naming `register`."""
+    monkeypatch.setattr(_base, "_CLASSES", dict(_base.model_classes()))
+
+    class GSympNet(AbstractFeedForwardIntegrator):  # the name of a family, defined here
+        structure: ClassVar[str] = "none"
+        dim: int = eqx.field(static=True)
+
+        def __init__(self, dim):
+            self.dim = dim
+
+        def __call__(self, z, h=None):
+            return z
+
+    class Elsewhere(GSympNet):
+        pass
+
+    assert _base.model_class("GSympNet") is gl.GSympNet
+    gl.save(tmp_path / "e", Elsewhere(2))
+    with pytest.raises(PersistenceError, match="unknown model class 'Elsewhere'.*register"):
+        gl.load(tmp_path / "e")
+    assert gio.register(Elsewhere) is Elsewhere
+    assert type(gl.load(tmp_path / "e")) is Elsewhere
+    gio.register(GSympNet)  # the negative control: registered, the name means this class
+    assert _base.model_class("GSympNet") is GSympNet
+    monkeypatch.undo()
+    assert _base.model_class("GSympNet") is gl.GSympNet
+
+
+def test_io_imports_no_model_family():
+    """Persistence finds classes in the registry: from `geomlearn.models` it imports the
+    protocol module `_base` only."""
+    imported = set()
+    for path in (ROOT / "geomlearn" / "io").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and "models" in node.module:
+                imported.add(node.module)
+    assert imported == {"models._base"}
 
 
 def assert_same_model(a, b):
@@ -110,15 +127,16 @@ def assert_same_model(a, b):
         np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", sorted(MODELS))
 def test_round_trip_every_model_class(name, key, tmp_path):
-    model = CASES[name](key())
+    model = MODELS[name].round_trip(key())
     path = gl.save(tmp_path / "m.geomlearn", model)
     assert path == tmp_path / "m.geomlearn"
     loaded = gl.load(path)
     assert_same_model(model, loaded)
     k = key()
-    np.testing.assert_array_equal(output(model, k), output(loaded, k))
+    draw = lambda shape: jax.random.normal(k, shape)  # noqa: E731
+    np.testing.assert_array_equal(output(model, draw), output(loaded, draw))
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
@@ -132,7 +150,7 @@ def test_round_trip_keeps_the_dtype(dtype, key, tmp_path):
 
 
 def test_activation_is_stored_by_name(key, tmp_path):
-    gl.save(tmp_path / "m", CASES["GSympNet"](key()))
+    gl.save(tmp_path / "m", MODELS["GSympNet"].round_trip(key()))
     header, _ = gio._read_container(tmp_path / "m")
     assert header["config"]["activation"] == {"__activation__": "sigmoid"}
     assert header["class"] == "GSympNet" and header["dtype"] == "float64"

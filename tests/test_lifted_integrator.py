@@ -224,7 +224,7 @@ def test_keeping_the_best_iterate_by_its_rollout(bump):
 
 
 def test_the_command_line_keeps_the_iterate_whose_rollout_scores_best(bump):
-    """`LiftSpec.fit` scores the latent rollout on the validation data when there are
+    """`LiftPlan.fit` scores the latent rollout on the validation data when there are
     some, else on the first half of the training trajectories, and returns the kept
     network: its score is the recorded one (recomputed here)."""
     from geomlearn.cli import MODELS

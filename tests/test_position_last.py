@@ -50,8 +50,8 @@ def test_the_plain_twin_is_the_model_without_its_gains_holding_its_arrays(key):
                         jax.tree_util.tree_map(
                             lambda a: a + 0.3 if eqx.is_inexact_array(a) else a, model.layers))
     twin = plain_twin(model)
-    assert twin.positional_encoding is False and twin.position_gains is None
-    assert twin.config() == {**model.config(), "positional_encoding": False}
+    assert twin.positional_encoding is None and twin.position_gains is None
+    assert twin.config() == {**model.config(), "positional_encoding": None}
     Z = normal(rng, (T, 2))
     np.testing.assert_array_equal(twin(Z), model(Z))  # zero gains: the same map
     # negative control: once the gains act, the encoded map is not the twin's
@@ -92,7 +92,7 @@ def test_two_stages_handed_over_without_a_jump(key, data):
     assert not all(np.array_equal(a, b) for a, b in zip(
         jax.tree_util.tree_leaves(plain_twin(model)), jax.tree_util.tree_leaves(plain_twin(trained))))
     assert any(np.any(np.asarray(g)) for g in jax.tree_util.tree_leaves(trained.position_gains))
-    assert trained.positional_encoding is True
+    assert trained.positional_encoding == "amplitude"  # True, resolved
 
 
 def test_a_time_budget_is_shared(key, data):

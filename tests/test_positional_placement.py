@@ -1,22 +1,22 @@
 """Placements of the positional encoding in the transformer integrators.
 
 Every placement keeps the structure exactly (float64 residual ≤ 1e-12, with a negative
-control that must fail); `positional_encoding=True` is a zero-initialised position
-signal with two features — a row-dependent step scaling every gradient or residual
-layer's increment for the symplectic and the standard transformers (`"amplitude"`), one
-step per triangular half of a unit for the VPT (`"split-amplitude"`) — and files of the
-earlier bias design (eight features in every layer) load as `"bias-every-layer"`, the
-symplectic and standard transformers' of layout 2 with `True` as `"bias-light"`, the
-linear one's of layout 3 as `"bias"`, the VPT's of layout 1 as `"bias"`; at
-initialisation it is the
-model without
-encoding; with it the
-symplectic transformer sees the order of the rows, without it it is
-permutation-equivariant. Also
-the two order-dependent benchmark systems and their period-aligned data sets.
+control that must fail). `positional_encoding` takes a bool, a shorthand or a signal
+object and resolves it once: `True` is the family's default — a zero-initialised
+row-dependent step of every gradient or residual layer's increment for the symplectic and
+the standard transformers (`"amplitude"`), one step per triangular half of a unit for the
+VPT (`"split-amplitude"`) — and the model stores the resolved name, never `True`, so a
+new default needs no file migration. Files saved when `True` meant something else load
+with that meaning (the earlier bias design of layout 1 as `"bias-every-layer"`, the
+symplectic and standard transformers' of layout 2 as `"bias-light"`, the linear one's of
+layout 3 and the VPT's of layout 1 as `"bias"`, the last layouts that stored `True` as
+that family's default then). The signals apply themselves: the finals override no
+concrete method. Also the two order-dependent benchmark systems and their
+period-aligned data sets.
 """
 
 import contextlib
+import inspect
 import re
 
 import equinox as eqx
@@ -40,22 +40,25 @@ from geomlearn.systems import SYSTEMS, ForcedRigidBody, ParametricPendulum
 
 from _helpers import n_params, normal, random_module, randomize
 
-PLACEMENTS = ("input", "scaled", "conjugate", "bias", "bias-light", "bias-every-layer",
-              "amplitude", "split-amplitude")
-# The placements of the symplectic and standard transformers: every one but the
+# The shorthands, in the order of the error message.
+PLACEMENTS = ("input", "scaled", "conjugate", "bias", "amplitude", "split-amplitude")
+# The shorthands of the symplectic and standard transformers: every one but the
 # volume-preserving transformer's amplitude by triangular halves.
 SHARED = PLACEMENTS[:-1]
-# The object each placement name is turned into, once, in the model's constructor.
+# The placements only files of earlier layouts record (not shorthands).
+RETIRED = ("bias-light", "bias-every-layer")
+# The object each name is turned into, once, in the model's constructor.
 SIGNALS = {
     "input": signals.InputTable,
     "scaled": signals.ScaledTable,
     "conjugate": signals.Conjugate,
     "bias": signals.PositionBias,
-    "bias-light": signals.PositionBias,
-    "bias-every-layer": signals.PositionBias,
     "amplitude": signals.PositionAmplitude,
     "split-amplitude": signals.PositionSplitAmplitude,
+    "bias-light": _migrations.PositionBiasEveryLayer,
+    "bias-every-layer": _migrations.WidePositionBiasEveryLayer,
 }
+DEFAULTS = {"VPT": "split-amplitude", "LST": "amplitude", "ST": "amplitude", "TF": "amplitude"}
 STRUCTURE_TOL = 1e-12  # float64, as every structure test of the suite
 
 
@@ -104,13 +107,13 @@ def position_factor(Z):
 
 @pytest.mark.parametrize("name, placement, signal", [
     (name, placement, signal) for name in ("ST", "LST", "VPT")
-    for placement, signal in SIGNALS.items() if name == "VPT" or placement in SHARED])
+    for placement, signal in SIGNALS.items() if name == "VPT" or placement != "split-amplitude"])
 def test_every_placement_keeps_the_structure(name, placement, signal, key, rng):
     # Random parameters, including non-zero position gains (scale 0.3: moderate
     # conditioning, as in the other structure tests).
     model = random_module(lambda: make(name, placement, key()), rng, 0.3)
     assert type(model.signal) is signal  # the placement object, chosen once
-    if placement.startswith("bias") or placement.endswith("amplitude"):
+    if placement not in ("input", "scaled", "conjugate"):
         gains = jax.tree_util.tree_leaves(model.position_gains)
         assert gains and all(float(jnp.max(jnp.abs(g))) > 0.05 for g in gains)
     dim = 3 if name == "VPT" else 4
@@ -130,7 +133,7 @@ def test_bias_placement_for_other_window_lengths(name, key, rng):
 
 
 def test_vpt_inverse_of_every_placement(key, rng):
-    for placement in PLACEMENTS:
+    for placement in SIGNALS:
         model = random_module(lambda p=placement: make("VPT", p, key()), rng, 0.3)
         Z = normal(rng, (5, 3), scale=0.5)
         np.testing.assert_allclose(model.inverse(model(Z)), Z, rtol=0, atol=1e-12)
@@ -151,11 +154,10 @@ def test_vpt_inverse_needs_the_position_bias(key, rng):
 
 
 @pytest.mark.parametrize("name", ["ST", "LST", "VPT", "TF"])
-def test_true_is_the_bias_placement_and_starts_as_the_plain_model(name, key, rng):
-    assert signals.DEFAULT_PLACEMENT == "bias"
+def test_true_starts_as_the_plain_model_and_its_gains_act(name, key, rng):
     k = key()
     plain, encoded = make(name, False, k), make(name, True, k)
-    assert encoded.positional_encoding is True and plain.position_gains is None
+    assert encoded.positional_encoding == DEFAULTS[name] and plain.position_gains is None
     gains = jax.tree_util.tree_leaves(encoded.position_gains)
     assert gains and all(not np.any(np.asarray(g)) for g in gains)  # zero at init
     dim = 3 if name == "VPT" else 4
@@ -233,88 +235,129 @@ def test_translation_placements_are_what_they_say(key, rng):
 # ---------------------------------------------------------------- configuration, I/O
 
 
-def test_placement_is_a_stored_constructor_argument(key, tmp_path):
-    for placement in (True, "conjugate", "bias"):
-        model = make("VPT", placement, key())
-        config = model.config()
-        assert config["positional_encoding"] == placement
-        rebuilt = gl.VolumePreservingTransformer(**config, key=key())
-        assert jax.tree_util.tree_structure(rebuilt) == jax.tree_util.tree_structure(model)
-        path = tmp_path / f"vpt-{placement}.geomlearn"
-        gl.save(path, model)
-        loaded = gl.load(path)
-        assert loaded.positional_encoding == placement
-        Z = jnp.ones((3, 3)) * 0.3
-        np.testing.assert_array_equal(loaded(Z), model(Z))
+def _saved_config(path) -> dict:
+    """The configuration a model file records (its JSON header)."""
+    header, _ = _container.read_container(path)
+    return header["config"]
 
 
 @pytest.mark.parametrize("name", ["ST", "LST", "VPT", "TF"])
-def test_true_is_the_bias_placement_object(name, key, rng):
-    # True means the family's measured default: "split-amplitude" (one step for the
-    # lower and one for the upper triangular layers of a unit) for the VPT,
-    # "amplitude" (a row-dependent step of every gradient or residual layer's increment)
-    # for the symplectic and the standard transformers.
-    default = {"VPT": "split-amplitude", "LST": "amplitude", "ST": "amplitude",
-               "TF": "amplitude"}[name]
-    k = key()
-    true, bias = make(name, True, k), make(name, default, k)
-    assert type(true).default_placement == default
-    assert type(true.signal) is type(bias.signal) is SIGNALS[default]
-    assert true.signal == bias.signal and hash(true.signal) == hash(bias.signal)
-    # The stored argument stays what was given (the saved files and the CLI read it).
-    assert true.positional_encoding is True and bias.positional_encoding == default
-    assert true.config()["positional_encoding"] is True
-    assert bias.config()["positional_encoding"] == default
-    true, bias = (randomize(m, np.random.default_rng(7), 0.3) for m in (true, bias))
-    dim = 3 if name == "VPT" else 4
-    Z = normal(rng, (4, dim))
-    np.testing.assert_array_equal(true(Z), bias(Z))
-    plain = make(name, False, k)
-    assert type(plain.signal) is signals.NoSignal and plain.positional_encoding is False
+def test_the_configuration_and_the_file_record_the_resolved_signal(name, key, tmp_path):
+    """`True` resolves at construction: `model.config()` and the saved JSON hold the
+    family's default by name (`False` and `None`: `None`, no signal), never `True`; the
+    configuration rebuilds the same model, and the file loads it with the same map."""
+    default = DEFAULTS[name]
+    expected = [(True, default), (False, None), (None, None), ("conjugate", "conjugate"),
+                ("bias", "bias"), (SIGNALS[default](), default)]
+    for given, resolved in expected:
+        model = make(name, given, key())
+        config = model.config()
+        assert config["positional_encoding"] == resolved and model.positional_encoding == resolved
+        rebuilt = type(model)(**config, key=key())
+        assert jax.tree_util.tree_structure(rebuilt) == jax.tree_util.tree_structure(model)
+        path = tmp_path / f"{name}.geomlearn"
+        gl.save(path, model)
+        saved = _saved_config(path)["positional_encoding"]
+        assert saved == resolved and saved is not True and saved is not False
+        assert gl.load(path).positional_encoding == resolved
+    model = random_module(lambda: make(name, True, key()), np.random.default_rng(3), 0.3)
+    gl.save(tmp_path / "trained.geomlearn", model)
+    Z = jnp.ones((4, 3 if name == "VPT" else 4)) * 0.3
+    np.testing.assert_array_equal(gl.load(tmp_path / "trained.geomlearn")(Z), model(Z))
+
+
+@pytest.mark.parametrize("name", ["ST", "LST", "VPT", "TF"])
+def test_true_a_shorthand_and_an_object_build_the_same_model(name, key, rng):
+    """`True` is the family's default object ("split-amplitude" for the VPT, "amplitude"
+    for the symplectic and standard transformers); the shorthand and the object passed
+    directly build the same model (arrays, configuration, signal)."""
+    default, k = DEFAULTS[name], key()
+    assert type(make(name, False, k)).default_placement == default
+    true, short = make(name, True, k), make(name, default, k)
+    obj = make(name, SIGNALS[default](), k)
+    assert type(true.signal) is SIGNALS[default]
+    assert true.signal == short.signal == obj.signal and hash(true.signal) == hash(obj.signal)
+    assert eqx.tree_equal(true, short) and eqx.tree_equal(short, obj)
+    assert true.config() == short.config() == obj.config()
+    plain, none = make(name, False, k), make(name, None, k)
+    assert type(plain.signal) is signals.NoSignal and plain.positional_encoding is None
+    assert eqx.tree_equal(plain, none) and eqx.tree_equal(plain, make(name, signals.NoSignal(), k))
+    # every shorthand of the family equals its object (negative control: two differ)
+    for shorthand in type(true).placements:
+        assert eqx.tree_equal(make(name, shorthand, k), make(name, SIGNALS[shorthand](), k))
+    assert not eqx.tree_equal(make(name, "bias", k), make(name, "amplitude", k))
+    true, obj = (randomize(m, np.random.default_rng(7), 0.3) for m in (true, obj))
+    Z = normal(rng, (4, 3 if name == "VPT" else 4))
+    np.testing.assert_array_equal(true(Z), obj(Z))
 
 
 def test_placement_objects():
     assert tuple(signals.PLACEMENTS) == PLACEMENTS
-    for name, cls in SIGNALS.items():
-        value, signal = signals.parse_positional_encoding(name)
-        assert value == name and type(signal) is cls
+    for name, signal in signals.PLACEMENTS.items():
+        assert type(signal) is SIGNALS[name] and signal.name == name
         assert isinstance(signal, signals.AbstractPositionSignal)
         assert jax.tree_util.tree_leaves(signal) == []  # no fields: a static option
-    assert signals.parse_positional_encoding(np.bool_(True)) == (True, signals.PositionBias())
-    assert signals.parse_positional_encoding(False) == (False, signals.NoSignal())
-    # Only the bias and the amplitude build gains (the amplitude one scalar per row,
-    # whatever row count a bias would take); only the translations build a table.
-    rows = (3, (2,))
-    for name, cls in SIGNALS.items():
-        gains = cls().zero_gains(rows, jnp.float64, 5)
-        encoder = cls().encoder(4)
-        if name.startswith("bias"):
-            assert gains[0].shape == (3, 5) and gains[1][0].shape == (2, 5)
-            assert not np.any(np.asarray(gains[0])) and encoder is None
-        elif name == "amplitude":
-            assert gains[0].shape == (1, 5) and gains[1][0].shape == (1, 5)
-            assert not np.any(np.asarray(gains[0])) and encoder is None
-        elif name == "split-amplitude":  # a (lower, upper) pair per unit
-            assert [[g.shape for g in pair] for pair in gains] == [[(1, 5), (1, 5)]] * 2
-            assert not np.any(np.asarray(gains[0][0])) and encoder is None
-        else:
-            assert gains is None and encoder.dim == 4
+    resolve = signals.resolve_position_signal
+    assert resolve(np.bool_(True), "bias", SHARED) == signals.PositionBias()
+    assert resolve(False, "bias", SHARED) == resolve(None, "bias", SHARED) == signals.NoSignal()
+    # the retired placements resolve by name but are no shorthands
+    assert tuple(signals.retired_placements()) == RETIRED
+    for name in RETIRED:
+        assert name not in signals.PLACEMENTS
+        assert resolve(name, "bias", SHARED) == SIGNALS[name]()
+    with pytest.raises(ValueError, match="is a shorthand"):
+        signals.register_retired_placement(signals.PositionBias())
+
+
+def test_each_signal_builds_its_gains_for_the_slots_it_is_given():
+    """Slots of two units (a gradient layer's argument of 2 and width 3; a slot without
+    a bias, one without an increment): the bias takes the first biased slot of each unit
+    (its argument's rows), the earlier designs every biased slot, the amplitude every
+    slot with an increment; the amplitude by halves needs lower/upper slots."""
+    Slot = signals.RowSlot
+    slots = (Slot(0, 3, 2), Slot(0, 3, 2, biased=False), Slot(1, 3, 2), Slot(1, 3, 2, steps=False))
+    shapes = lambda cls: [g.shape for g in cls().init(slots, jnp.float64)]  # noqa: E731
+    assert shapes(signals.PositionBias) == [(2, 2), (2, 2)]
+    assert shapes(_migrations.PositionBiasEveryLayer) == [(2, 2)] * 3
+    assert shapes(_migrations.WidePositionBiasEveryLayer) == [(3, 8)] * 3
+    assert shapes(signals.PositionAmplitude) == [(1, 2)] * 3
+    for cls in (signals.NoSignal, signals.InputTable, signals.ScaledTable, signals.Conjugate):
+        assert cls().init(slots, jnp.float64) is None
+        assert all(t.empty() for t in cls().row_terms(None, slots, 5))
+    with pytest.raises(ValueError, match="lower and upper"):
+        signals.PositionSplitAmplitude().init(slots, jnp.float64)
+    halves = (Slot(0, 3, lower=True), Slot(0, 3, lower=False), Slot(0, 3, steps=False, lower=True))
+    gains = signals.PositionSplitAmplitude().init(halves, jnp.float64)
+    assert [g.shape for g in gains] == [(1, 2), (1, 2)]  # (lower, upper)
+    g = (jnp.asarray([[0.5, 0.0]]), jnp.asarray([[0.0, 0.5]]))
+    terms = signals.PositionSplitAmplitude().row_terms(g, halves, 4)
+    np.testing.assert_array_equal(terms[0].step, signals.position_amplitude(g[0], 4))
+    np.testing.assert_array_equal(terms[1].step, signals.position_amplitude(g[1], 4))
+    assert terms[2].empty()
+    # what enters: the bias shifts an argument where the slot has one, else biases
+    terms = signals.PositionBias().row_terms(signals.PositionBias().init(slots, jnp.float64),
+                                             slots, 4)
+    assert terms[0].shift.shape == (4, 2) and terms[0].bias is None and terms[1].empty()
+    wide = _migrations.WidePositionBiasEveryLayer()
+    terms = wide.row_terms(wide.init(slots, jnp.float64), slots, 4)
+    assert terms[0].bias.shape == (4, 3) and terms[0].shift is None
 
 
 @pytest.mark.parametrize("name", ["ST", "LST", "VPT", "TF"])
 def test_wrong_placement_is_refused_naming_the_choices(name, key):
     names = repr(PLACEMENTS if name == "VPT" else SHARED)
     for bad in ("front", "Bias", ""):
-        with pytest.raises(ValueError, match=re.escape(f"one of {names}, got {bad!r}")):
+        with pytest.raises(ValueError, match=re.escape(f"one of {names} (or a signal object), "
+                                                       f"got {bad!r}")):
             make(name, bad, key())
-    with pytest.raises(TypeError, match="positional_encoding must be a bool"):
-        make(name, None, key())
+    for bad in (1, 0.5):
+        with pytest.raises(TypeError, match="positional_encoding must be a bool"):
+            make(name, bad, key())
 
 
 def test_invalid_placement_names_the_choices(key):
     with pytest.raises(ValueError, match=r"one of \('input', 'scaled', 'conjugate', 'bias', "
-                                         r"'bias-light', 'bias-every-layer', 'amplitude'\)"
-                                         r".*got 'front'"):
+                                         r"'amplitude'\).*got 'front'"):
         gl.SymplecticTransformer(4, positional_encoding="front", key=key())
     with pytest.raises(TypeError, match="positional_encoding must be a bool"):
         gl.VolumePreservingTransformer(3, positional_encoding=1, key=key())
@@ -323,9 +366,49 @@ def test_invalid_placement_names_the_choices(key):
 @pytest.mark.parametrize("name", ["ST", "LST", "TF"])
 def test_the_amplitude_by_halves_is_the_volume_preserving_transformers_alone(name, key):
     """`"split-amplitude"` needs the lower and upper triangular layers of the VPT's
-    feed-forward networks; the other families refuse it, naming their choices."""
-    with pytest.raises(ValueError, match=re.escape(f"one of {SHARED!r}, got 'split-amplitude'")):
-        make(name, "split-amplitude", key())
+    feed-forward networks; the other families refuse it, by name or as an object, naming
+    their choices."""
+    for given in ("split-amplitude", signals.PositionSplitAmplitude()):
+        with pytest.raises(ValueError, match=re.escape(f"one of {SHARED!r} (or a signal object), "
+                                                       f"got {given!r}")):
+            make(name, given, key())
+
+
+def _concrete_overrides(cls) -> list[str]:
+    """The methods of `cls` that replace a concrete (not abstract) method of a geomlearn
+    base class."""
+    out = []
+    for attr, value in vars(cls).items():
+        if attr.startswith("__") or not (callable(value) or isinstance(value, property)):
+            continue
+        for base in cls.__mro__[1:]:
+            if attr in vars(base):
+                if (base.__module__.startswith("geomlearn")
+                        and not getattr(vars(base)[attr], "__isabstractmethod__", False)):
+                    out.append(f"{cls.__name__}.{attr} over {base.__name__}")
+                break
+    return out
+
+
+def test_the_signals_apply_themselves():
+    """The model asks a signal for its gains, its row terms and its translation — the
+    abstract protocol — and nothing else: no final signal overrides a concrete method
+    and the base has no capability questions. Negative control: a subclass that
+    overrides a final's method is found."""
+    finals = [signals.NoSignal, *SIGNALS.values()]
+    assert all(not inspect.isabstract(cls) for cls in finals)
+    assert [o for cls in finals for o in _concrete_overrides(cls)] == []
+    protocol = {"encoder", "init", "row_terms", "encode", "decode", "undo_encode", "undo_decode"}
+    public = {n for n in dir(signals.AbstractPositionSignal)
+              if not n.startswith("_") and callable(getattr(signals.AbstractPositionSignal, n))}
+    assert public == protocol
+    assert signals.AbstractPositionSignal.__abstractmethods__ >= protocol
+
+    class Overriding(signals.PositionAmplitude):
+        def init(self, slots, dtype):
+            return None
+
+    assert _concrete_overrides(Overriding) == ["Overriding.init over PositionAmplitude"]
 
 
 # ------------------------------------------------------- order-dependent benchmark data
@@ -451,7 +534,7 @@ def test_at_the_command_lines_default_sizes_the_cost_in_parameters(key):
     of the parameters (LM cost ∝ P²: ≤ 1.21× per iteration), as does `"bias"` (once per
     unit), and less than a third of what the earlier design added.
 
-    Negative control: at the sizes the command line had until 2026-12-03 (`width = dim`,
+    Negative control: at the command line's earlier sizes (`width = dim`,
     `L = 1` for the symplectic transformers, `transformer_dim = dim` for the standard
     one) `True` adds more than 10 % on the 2-dimensional data — the reason the default
     sizes changed (benchmarks/RESULTS.md)."""
@@ -489,19 +572,13 @@ def test_the_features_are_the_centred_sine_and_cosine():
     np.testing.assert_allclose(signals.position_bias(G, 5), E @ np.asarray(G).T,
                                rtol=0, atol=1e-15)
     assert signals.PositionBias().features == signals.N_POSITION_FEATURES == 2
-    assert signals.PLACEMENTS["bias-every-layer"] == signals.PositionBias(
-        8, every_layer=True, shift=False)
-    assert signals.PLACEMENTS["bias-light"] == signals.PositionBias(2, every_layer=True)
-    assert signals.PositionBias().shifts_argument() and not signals.NoSignal().shifts_argument()
-
-
-def test_select_names_the_first_layer_of_a_unit_or_every_one():
-    assert signals.PositionBias().select(range(4, 8)) == (4,)
-    assert signals.PLACEMENTS["bias-light"].select(range(4, 8)) == (4, 5, 6, 7)
-    assert signals.PositionBias().select(()) == ()
-    for placement in (signals.NoSignal(), signals.InputTable(), signals.Conjugate()):
-        assert placement.select(range(3)) == () and not placement.layerwise()
-    assert signals.PLACEMENTS["bias-every-layer"].layerwise()
+    # the earlier designs, kept with the migrations: eight features as a bias of the
+    # pre-activation, and two as a shift of the argument, in every layer
+    wide, light = _migrations.WidePositionBiasEveryLayer(), _migrations.PositionBiasEveryLayer()
+    assert (wide.features, wide.every_layer, wide.through_argument) == (8, True, False)
+    assert (light.features, light.every_layer, light.through_argument) == (2, True, True)
+    bias = signals.PositionBias()
+    assert (bias.features, bias.every_layer, bias.through_argument) == (2, False, True)
 
 
 def _argument_shift_map(model, Z, extra=None):
@@ -510,7 +587,7 @@ def _argument_shift_map(model, Z, extra=None):
     half by $s_t = G e_t$ (plus `extra(z_t)` of the row's state, for the negative
     control); every other layer as it is."""
     n, T = model.dim // 2, Z.shape[0]
-    every = model.signal.layerwise()  # "bias-light": every gradient layer, its own gain
+    every = model.signal.every_layer  # "bias-light": every gradient layer, its own gain
     per_unit, k, u = 2 * model.n_sympnet, 0, 0
     for layer in model.layers:
         if not isinstance(layer, (GradientLayerQ, GradientLayerP)):
@@ -572,7 +649,7 @@ def test_the_linear_symplectic_transformer_shares_the_design(key, rng):
 
 def test_bias_light_shifts_the_argument_of_every_gradient_layer(key, rng):
     model = random_module(lambda: make("ST", "bias-light", key()), rng, 0.5)
-    assert model.signal == signals.PLACEMENTS["bias-light"]
+    assert model.signal == _migrations.PositionBiasEveryLayer()
     assert len(model.position_gains) == 2 * model.n_sympnet * model.L
     assert all(g.shape == (2, 2) for g in model.position_gains)
     Z = normal(rng, (3, 4), scale=0.5)
@@ -596,56 +673,89 @@ def test_the_transformer_takes_the_bias_once_at_its_input(key, rng):
 
 def test_a_layout_1_file_with_the_flag_loads_as_the_layerwise_design(tmp_path, key, rng):
     """Files written when `True` meant eight features in every row-wise layer load as
-    `"bias-every-layer"` with the same map (the committed fixtures
-    `*-layout1-bias.geomlearn` are checked in `test_compat.py`); without the migration
-    they would not load."""
-    model = random_module(lambda: make("ST", "bias-every-layer", key()), rng, 0.3)
+    `"bias-every-layer"` (a signal kept with the migrations) with the same map (the
+    committed fixtures `*-layout1-bias.geomlearn` are checked in `test_compat.py`);
+    without the migration they would not load."""
+    model = random_module(lambda: make("ST", _migrations.WidePositionBiasEveryLayer(), key()),
+                          rng, 0.3)
     path = tmp_path / "old.geomlearn"
     written = _as_older_file(path, model, None, positional_encoding=True)
-    assert written == _migrations.file_layout("SymplecticTransformer") == 3
+    assert written == _migrations.file_layout("SymplecticTransformer") == 4
     loaded = gl.load(path)
-    assert loaded.positional_encoding == "bias-every-layer" and loaded.signal.layerwise()
+    assert loaded.positional_encoding == "bias-every-layer"
+    assert loaded.signal == _migrations.WidePositionBiasEveryLayer()
     Z = normal(rng, (4, 4))
     np.testing.assert_array_equal(loaded(Z), model(Z))
+    # saved again, it records the retired name, which loads as it
+    gl.save(tmp_path / "again.geomlearn", loaded)
+    assert _saved_config(tmp_path / "again.geomlearn")["positional_encoding"] == "bias-every-layer"
+    np.testing.assert_array_equal(gl.load(tmp_path / "again.geomlearn")(Z), model(Z))
     with _without_migration("SymplecticTransformer", 1):
         with pytest.raises(PersistenceError, match="position_gains|shape"):
             gl.load(path)
 
 
-@pytest.mark.parametrize("name, cls, layout, held", [
+#: `(family, class, layout, held)`: files of `layout` saved with `True` held `held`.
+OLDER_TRUE = [
     ("LST", "LinearSymplecticTransformer", 3, "bias"),
-    ("LST", "LinearSymplecticTransformer", 2, "bias-light"),  # through layout 3's strip
+    ("LST", "LinearSymplecticTransformer", 2, "bias-light"),  # through layouts 4 and 3
     ("ST", "SymplecticTransformer", 2, "bias-light"),
     ("TF", "Transformer", 2, "bias-light"),
     ("VPT", "VolumePreservingTransformer", 1, "bias"),
-])
+    # the last layouts that stored `True`: it held the default of then (of today too)
+    ("ST", "SymplecticTransformer", 3, "amplitude"),
+    ("LST", "LinearSymplecticTransformer", 4, "amplitude"),
+    ("TF", "Transformer", 3, "amplitude"),
+    ("VPT", "VolumePreservingTransformer", 2, "split-amplitude"),
+]
+
+
+@pytest.mark.parametrize("name, cls, layout, held", OLDER_TRUE)
 def test_an_older_transformer_file_with_the_flag_loads_as_what_it_held(
-        name, cls, layout, held, tmp_path, key, rng):
-    """Files written when `True` meant `held` (`"bias-light"` for a symplectic or the
-    standard transformer in layout 2, `"bias"` for the linear one in layout 3 and for the
-    volume-preserving one in layout 1) load as `held`, by name, with the same map; today
-    `True` is `"amplitude"` for the symplectic and standard transformers and
-    `"split-amplitude"` for the volume-preserving one, and without the migration such a
-    file would not load."""
-    model = random_module(lambda: make(name, held, key()), rng, 0.3)
-    today = "split-amplitude" if name == "VPT" else "amplitude"
-    assert make(name, True, key()).signal == signals.PLACEMENTS[today]
+        name, cls, layout, held, tmp_path, key, rng, monkeypatch):
+    """Files written when `True` meant `held` load as `held`, by name, with the same map,
+    whatever `True` means today. The family's default is changed here to one whose gains
+    do not fit the file's: with the migration the file still loads; without it, it is
+    read as the new default and does not (the negative control)."""
+    model = random_module(lambda: make(name, SIGNALS[held](), key()), rng, 0.3)
+    assert make(name, True, key()).signal == signals.PLACEMENTS[DEFAULTS[name]]
+    family = type(model)
+    monkeypatch.setattr(family, "default_placement", "amplitude" if held == "bias" else "bias")
     path = tmp_path / "old.geomlearn"
     written = _as_older_file(path, model, layout, positional_encoding=True)
-    assert written == _migrations.file_layout(cls) == {"ST": 3, "LST": 4, "TF": 3, "VPT": 2}[name]
+    assert written == _migrations.file_layout(cls) == {"ST": 4, "LST": 5, "TF": 4, "VPT": 3}[name]
     loaded = gl.load(path)
-    assert loaded.positional_encoding == held and loaded.signal == signals.PLACEMENTS[held]
+    assert loaded.positional_encoding == held and loaded.signal == SIGNALS[held]()
     Z = normal(rng, (4, 3 if name == "VPT" else 4))
     np.testing.assert_array_equal(loaded(Z), model(Z))
     # a file of an older layout that named its placement is unchanged by the migrations
     named = tmp_path / "named.geomlearn"
     _as_older_file(named, random_module(lambda: make(name, "bias", key()), rng, 0.3), layout)
     assert gl.load(named).positional_encoding == "bias"
-    # negative control: without the migration the gains do not fit (read as today's
-    # `True`, the file's gains of shape (2, 2) or (3, 2) are not the skeleton's (1, 2))
     with _without_migration(cls, layout):
         with pytest.raises(PersistenceError, match="left over after reading every array|shape"):
             gl.load(path)
+
+
+def test_a_new_default_needs_no_migration(tmp_path, key, rng, monkeypatch):
+    """A file saved today records the resolved signal: after the family's default
+    changes it loads as it was saved. Negative control: the same file with `True` in
+    its header at today's layout — what files held before — would be read as the new
+    default, whose gains do not fit."""
+    model = random_module(lambda: make("ST", True, key()), rng, 0.3)
+    path = tmp_path / "today.geomlearn"
+    gl.save(path, model)
+    monkeypatch.setattr(gl.SymplecticTransformer, "default_placement", "bias")
+    assert make("ST", True, key()).positional_encoding == "bias"
+    loaded = gl.load(path)
+    assert loaded.positional_encoding == "amplitude"
+    Z = normal(rng, (4, 4))
+    np.testing.assert_array_equal(loaded(Z), model(Z))
+    flagged = tmp_path / "flagged.geomlearn"
+    _as_older_file(flagged, model, _migrations.file_layout("SymplecticTransformer"),
+                   positional_encoding=True)
+    with pytest.raises(PersistenceError, match="left over after reading every array|shape"):
+        gl.load(flagged)
 
 
 def _as_older_file(path, model, layout, **config):

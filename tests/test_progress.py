@@ -4,8 +4,10 @@ elsewhere, cheap between redraws, and right about a resumed run."""
 import io
 import textwrap
 
+import jax
 import pytest
 
+import geomlearn as gl
 import geomlearn._progress as progress
 from geomlearn._progress import ProgressBar
 
@@ -132,3 +134,47 @@ def test_a_notebook_shows_the_bar():
     widgets = [o for o in outputs if widget in o.get("data", {})]
     assert "enabled True" in stdout
     assert widgets or ("epoch 5/5" in stderr and "loss 2.000e-01" in stderr)
+
+
+# ------------------------------------------------------------- the option fit(progress=)
+
+
+def test_progress_is_an_option_object_and_the_bools_are_shorthands():
+    assert progress.progress_from(True) == progress.TqdmProgress()
+    assert progress.progress_from(False) == progress.NoProgress()
+    chosen = progress.TqdmProgress(stream=Terminal(), width=10)
+    assert progress.progress_from(chosen) is chosen
+    for bad in (None, 1, "yes"):
+        with pytest.raises(TypeError, match="progress must be a bool or a progress option"):
+            progress.progress_from(bad)
+    assert isinstance(progress.TqdmProgress().start(3), ProgressBar)
+
+
+class Recording(progress.AbstractProgress):
+    """A progress option that records the runs it starts (and draws nothing)."""
+
+    started: list
+
+    def start(self, total):
+        self.started.append(total)
+        return ProgressBar(total, enabled=False)
+
+
+def test_fit_reports_through_the_option_it_is_given(key):
+    """`fit` starts the option it is given once, for the planned epochs:
+    `TqdmProgress(stream=...)` draws on that terminal, and on a stream that is not a
+    terminal nothing (the negative control); a wrong value fails before training."""
+    x = jax.random.normal(key(), (8, 2))
+    y = x + 0.1
+    model = gl.ResNet(2, width=2, depth=1, key=key())
+    recording = Recording(started=[])
+    gl.fit(model, (x, y), epochs=3, key=key(), progress=recording)
+    assert recording.started == [3]
+    term = Terminal()
+    gl.fit(model, (x, y), epochs=3, key=key(), progress=gl.TqdmProgress(stream=term))
+    assert "epoch 3/3" in term.getvalue()
+    a_file = io.StringIO()
+    gl.fit(model, (x, y), epochs=3, key=key(), progress=gl.TqdmProgress(stream=a_file))
+    assert a_file.getvalue() == ""
+    with pytest.raises(TypeError, match="progress must be a bool"):
+        gl.fit(model, (x, y), epochs=1, key=key(), progress="bar")

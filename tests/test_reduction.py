@@ -221,15 +221,15 @@ def test_the_registry_routes_a_reduction_to_its_own_pipeline():
     """The command line asks the spec, not the model's kind: the autoencoder's spec trains
     with Riemannian Adam (never LM) and checks the immersion; an integrator's spec keeps
     the defaults."""
-    from geomlearn.cli import MODELS, LiftSpec, ModelSpec, ReductionSpec, spec_of
+    from geomlearn.cli import MODELS, LiftPlan, ModelSpec, ReductionEvaluation, spec_of
 
     spec = MODELS["symplectic-autoencoder-network"]
-    assert isinstance(spec, ReductionSpec)
+    assert isinstance(spec.evaluation, ReductionEvaluation)
     # by default the command line's symplectic autoencoder is the one that predicts: the
     # manifold cotangent lift with its latent network (also by the name cotangent-lift)
     assert MODELS["symplectic-autoencoder"].cls is MODELS["cotangent-lift"].cls is gl.LiftedIntegrator
     lift = MODELS["symplectic-autoencoder"]
-    assert isinstance(lift, LiftSpec)
+    assert isinstance(lift.plan, LiftPlan)
     # 16 data steps per application in the plane, 8 above (measured: long rollouts at
     # 2n = 4 left the data with 16), unless a stride is given
     k = jax.random.PRNGKey(0)
@@ -238,7 +238,7 @@ def test_the_registry_routes_a_reduction_to_its_own_pipeline():
     ae = gl.SymplecticAutoencoder(40, 2, width=2, key=jax.random.PRNGKey(0))
     assert spec_of(ae) is spec and type(spec_of(gl.GSympNet(2, key=jax.random.PRNGKey(0)))) is ModelSpec
     opt, epochs, budget, how = spec.trainer(ae, 1000, batch_size=100)
-    assert epochs == spec.default_epochs and budget is None and "Riemannian" in how
+    assert epochs == spec.plan.default_epochs and budget is None and "Riemannian" in how
     with pytest.raises(ValueError, match="Riemannian Adam"):
         spec.trainer(ae, 1000, trainer="lm")
 

@@ -1,4 +1,6 @@
+import importlib
 import math
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -241,6 +243,9 @@ def test_canonical_field_is_J_grad_H(name, key):
     out = check(random_states(system, key()))
     np.testing.assert_allclose(out["field"], out["J_grad_H"], rtol=1e-13, atol=1e-13)
     if system.separable:
+        # the field of a separable system is (∇T(p), -∇V(q)), to the last bit
+        split = np.concatenate([out["grad_T"], -out["grad_V"]], axis=1)
+        np.testing.assert_allclose(out["field"], split, rtol=1e-15, atol=0)
         np.testing.assert_allclose(out["H"], out["T+V"], rtol=1e-15)
         np.testing.assert_allclose(out["grad_T"], out["dT"], rtol=1e-15)
         np.testing.assert_allclose(out["grad_V"], out["dV"], rtol=1e-15)
@@ -425,3 +430,130 @@ def test_wrong_state_shape_raises(name):
     if system.separable:
         with pytest.raises(ValueError, match="momentum p"):
             system.kinetic(jnp.zeros(system.dim))
+
+
+# --- the package: one module per family, a protocol without concrete overrides ---------
+
+FAMILIES = {
+    "canonical": {"HarmonicOscillator", "Pendulum", "DoublePendulum",
+                  "CoupledHarmonicOscillator", "HenonHeiles", "Kepler", "ThreeBody"},
+    "rigid": {"RigidBody"},
+    "driven": {"ParametricPendulum", "ForcedRigidBody"},
+    "lattices": {"bump", "TodaLattice", "LinearWave"},
+    "port_hamiltonian": {"AbstractPortHamiltonianSystem", "DampedPendulum", "Duffing",
+                         "ForcedMassSpring"},
+}
+PROTOCOL = {"AbstractSystem", "AbstractHamiltonianSystem", "AbstractSeparableSystem"}
+
+
+def test_every_name_is_re_exported_from_its_family_module():
+    for family, names in FAMILIES.items():
+        module = importlib.import_module(f"geomlearn.systems.{family}")
+        assert set(module.__all__) == names, family
+        for name in names:
+            assert getattr(geomlearn.systems, name) is getattr(module, name)
+    families = set().union(*FAMILIES.values())
+    assert set(geomlearn.systems.__all__) == families | PROTOCOL | {"SYSTEMS", "resolve_system"}
+    assert {cls.__name__ for cls in SYSTEMS.values()} <= families
+
+
+def _system_classes(extra=()):
+    classes = [c for module in ("_base", *FAMILIES)
+               for c in vars(importlib.import_module(f"geomlearn.systems.{module}")).values()
+               if isinstance(c, type) and issubclass(c, AbstractSystem)]
+    return {*classes, *extra}
+
+
+def concrete_overrides(classes) -> list[str]:
+    """A method (or property) a class defines whose nearest definition up its bases, among
+    the systems' classes, is not abstract. Dunder methods and class variables aside."""
+    rows = []
+    for cls in classes:
+        for name, value in vars(cls).items():
+            if name.startswith("__") or not (callable(value) or isinstance(value, property)):
+                continue
+            for base in cls.__mro__[1:]:
+                if not issubclass(base, AbstractSystem) or name not in vars(base):
+                    continue
+                defined = vars(base)[name]
+                if callable(defined) or isinstance(defined, property):
+                    if not getattr(defined, "__isabstractmethod__", False):
+                        rows.append(f"{cls.__name__}.{name} overrides {base.__name__}.{name}")
+                break
+    return rows
+
+
+def test_only_abstract_methods_are_overridden():
+    assert concrete_overrides(_system_classes()) == []
+
+
+def test_concrete_override_check_can_fail():
+    # Negative controls: the shapes this package had before (a separable base with its own
+    # field, a forced system replacing a zero force) and a subclass of a final system.
+    class OwnField(AbstractSeparableSystem):
+        def vector_field(self, z):
+            n = self.dim // 2
+            return jnp.concatenate([self.grad_kinetic(z[n:]), -self.grad_potential(z[:n])])
+
+    class Louder(geomlearn.systems.Duffing):
+        def force(self, t):
+            return 2.0 * super().force(t)
+
+    rows = concrete_overrides(_system_classes([OwnField, Louder]))
+    assert sorted(rows) == ["Louder.force overrides Duffing.force",
+                            "OwnField.vector_field overrides AbstractHamiltonianSystem.vector_field"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_invariants_are_the_declared_methods(name):
+    system = SYSTEMS[name]()
+    declared = type(system).invariant_methods
+    assert list(system.invariants) == [label for label, _ in declared]
+    for label, method in declared:
+        assert system.invariants[label] == getattr(system, method)
+    assert (("energy", "hamiltonian") in declared) != isinstance(
+        system, geomlearn.systems.AbstractPortHamiltonianSystem)
+
+
+def test_driven_states_end_with_the_time():
+    driven = {name for name in ALL if SYSTEMS[name].driven}
+    assert driven == {"duffing", "forced_mass_spring"}
+    for name in ALL:
+        system = SYSTEMS[name]()
+        z = system.default_initial_conditions()[0]
+        last = float(system.vector_field(z)[-1])
+        # a driven state ends with τ, τ' = 1; the extended-phase-space systems keep E last
+        assert (last == 1.0) == system.driven, (name, last)
+        assert isinstance(system.driven, bool)
+
+
+def test_force_is_part_of_the_port_hamiltonian_protocol(dtype):
+    class Unforced(geomlearn.systems.AbstractPortHamiltonianSystem):
+        dim: ClassVar[int] = 2
+        n_dof: ClassVar[int] = 1
+
+        def energy(self, x):
+            return 0.5 * jnp.sum(x * x)
+
+        def damping_coefficients(self):
+            return (0.0, 0.1)
+
+        @property
+        def damping_rate(self):
+            return 0.1
+
+        def default_initial_conditions(self, dtype=None):
+            return jnp.zeros((1, 2), dtype)
+
+    with pytest.raises(TypeError, match="abstract method force"):
+        Unforced()
+    f = geomlearn.systems.DampedPendulum().force(jnp.asarray(1.3, dtype))
+    assert f.dtype == dtype and f.shape == (2,) and not np.any(np.asarray(f))
+    t = np.linspace(0.0, 5.0, 11)
+    for system, amplitude, omega in ((geomlearn.systems.Duffing(gamma=0.4, omega=1.1), 0.4, 1.1),
+                                     (geomlearn.systems.ForcedMassSpring(f0=1.5), 1.5, 3.0)):
+        got = jax.vmap(system.force)(jnp.asarray(t, dtype))
+        assert got.dtype == dtype
+        expected = np.stack([np.zeros_like(t), amplitude * np.sin(omega * t)], axis=1)
+        np.testing.assert_allclose(got, expected, rtol=1e-6 if dtype == jnp.float32 else 1e-15,
+                                   atol=1e-6 if dtype == jnp.float32 else 1e-15)

@@ -834,7 +834,7 @@ def test_transformer_is_an_integrator_with_config(key):
         "activation": "tanh",
         "init_upper": True,
         "weighting": "arbitrary",
-        "positional_encoding": True,
+        "positional_encoding": "split-amplitude",  # True, resolved to the family's default
         "dtype": np.dtype(np.float64),
     }
     rebuilt = VolumePreservingTransformer(**config, key=key())

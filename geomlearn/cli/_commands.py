@@ -17,21 +17,17 @@ from ..io import encode_config, save
 from ..systems import SYSTEMS, AbstractPortHamiltonianSystem, resolve_system
 from ..training import TrainingInterrupted
 from ._errors import CLIError, user
+from ._options import DEFAULT_HORIZON, DEFAULT_SEQ_LENGTH, TrainOptions
 from ._own_data import check_model_fits, from_file, held_out_of_run, split_file
 from ._recipes import for_system, phase_space
 from ._registry import MODELS, resolve_model, spec_of
 from ._runs import MODEL_FILE, load_run, read_run_json, run_folder
-from ._specs import parse_model_options
 
 __all__ = ["DEFAULT_SEQ_LENGTH", "DEFAULT_HORIZON", "train", "evaluate", "check", "NOTHING_TO_CHECK", "list_all", "model_by_name", "system_by_name"]
 
-DEFAULT_SEQ_LENGTH = 3
-DEFAULT_HORIZON = 10_000  # steps of the long-horizon evaluation of `train` and `evaluate`
 
-
-def _horizon(args) -> dict:
-    """The long-horizon option of `geomlearn.evaluate` (`--horizon 0`: none)."""
-    horizon = getattr(args, "horizon", DEFAULT_HORIZON)
+def _horizon(horizon) -> dict:
+    """The long-horizon option of `geomlearn.evaluate` for `--horizon N` (0: none)."""
     if horizon is not None and horizon < 0:
         raise CLIError(f"--horizon must be at least 0 (0: no long-horizon evaluation), got {horizon}")
     return {"horizon": horizon} if horizon else {}
@@ -59,22 +55,11 @@ def system_by_name(name: str) -> str:
 # -------------------------------------------------------------------------- train
 
 
-def _check_numbers(args) -> None:
-    for flag, value in (("--epochs", args.epochs), ("--batch-size", args.batch_size),
-                        ("--seq-length", args.seq_length), ("--n-trajectories", args.n_trajectories),
-                        ("--reduced-dim", args.reduced_dim)):
-        if value is not None and value < 1:
-            raise CLIError(f"{flag} must be at least 1, got {value}")
-    if args.time_budget is not None and not args.time_budget > 0:
-        raise CLIError(f"--time-budget must be positive, got {args.time_budget}")
-
-
-def _system_and_spec(args):
-    """`(system name, system, shape, spec)`, once the model fits the system (default
-    pendulum) — or, for a system whose data drop its clock, the `shape` of its data
-    (`phase_space`)."""
-    system_name = system_by_name(args.system or "pendulum")
-    spec = model_by_name(args.model)
+def _system_and_spec(options: TrainOptions):
+    """`(system name, system, shape, spec)`, once the model fits the system — or, for a
+    system whose data drop its clock, the `shape` of its data (`phase_space`)."""
+    system_name = options.system
+    spec = model_by_name(options.model)
     system = SYSTEMS[system_name]()
     shape = user(phase_space, system_name, system)
     if shape is not system:
@@ -92,22 +77,22 @@ def _evaluated_against(system_name, system):
     return system if phase_space(system_name, system) is system else None
 
 
-def _build(spec, system, args, key):
+def _build(spec, system, options: TrainOptions, key):
     """`(model, fit_options)` with the command line's options; window flags only for
     window models."""
     if not spec.windows:
-        for flag, value in (("--seq-length", args.seq_length), ("--prediction-window",
-                            args.prediction_window), ("--positional-encoding", args.positional_encoding or None)):
+        for flag, value in (("--seq-length", options.seq_length), ("--prediction-window",
+                            options.prediction_window), ("--positional-encoding",
+                                                         options.positional_encoding or None)):
             if value is not None:
                 raise CLIError(f"{flag} applies to transformer models only, not {spec.name}")
     return user(
-        spec.build_for, system, key=key, seq_length=args.seq_length or DEFAULT_SEQ_LENGTH,
-        prediction_window=args.prediction_window, reduced_dim=args.reduced_dim,
-        positional_encoding=args.positional_encoding,
-        model_options=user(parse_model_options, args.model_option))
+        spec.build_for, system, key=key, seq_length=options.seq_length or DEFAULT_SEQ_LENGTH,
+        prediction_window=options.prediction_window, reduced_dim=options.reduced_dim,
+        positional_encoding=options.positional_encoding, model_options=options.model_options)
 
 
-def _prepare(spec, model, train_data, fit_options, args):
+def _prepare(spec, model, train_data, fit_options, options: TrainOptions):
     """`(model, n_samples, batch)`: the model the spec starts from, the number of
     training samples, and the minibatch size (all samples up to 512, else 256)."""
     x, _, task = user(model.training_samples, train_data, user(model.task, **fit_options))
@@ -117,28 +102,30 @@ def _prepare(spec, model, train_data, fit_options, args):
         model = model.with_dt(task.dt)
     if n_samples < 1:
         raise CLIError(f"the data give no training samples for {spec.name} with {fit_options}")
-    batch = args.batch_size if args.batch_size is not None else (n_samples if n_samples <= 512 else 256)
+    batch = (options.batch_size if options.batch_size is not None
+             else n_samples if n_samples <= 512 else 256)
     if batch > n_samples:
         raise CLIError(f"--batch-size {batch} exceeds the {n_samples} training samples")
     return model, n_samples, batch
 
 
-def _run_record(args, *, system_name, system, spec, model, fit_options, epochs, batch, how,
-                budget, train_data, description) -> dict:
-    """What `run.json` records: the options of the run, and what its data were."""
+def _run_record(options: TrainOptions, *, system_name, system, spec, model, how, train_data,
+                description) -> dict:
+    """What `run.json` records: the run's options (resolved) under `"options"` and each
+    under its own key too (the form `TrainOptions.from_run` reads without `"options"`),
+    what the trainer was and what the data were."""
     return {
         "system": system_name, "model": spec.name, "model_class": spec.cls.__name__,
-        "model_config": encode_config(model)["config"], "epochs": epochs,
-        "batch_size": batch, "trainer": how, "time_budget": budget,
-        "seq_length": fit_options.get("seq_length"),
-        "prediction_window": fit_options.get("prediction_window"),
-        "positional_encoding": (args.positional_encoding if isinstance(args.positional_encoding, str)
-                                else bool(args.positional_encoding)),
-        "model_options": parse_model_options(args.model_option),
-        "n_trajectories": args.n_trajectories, "seed": args.seed, "x64": bool(args.x64),
+        "model_config": encode_config(model)["config"], "epochs": options.epochs,
+        "batch_size": options.batch_size, "trainer": how, "time_budget": options.time_budget,
+        "seq_length": options.seq_length, "prediction_window": options.prediction_window,
+        "positional_encoding": (options.positional_encoding if isinstance(options.positional_encoding, str)
+                                else bool(options.positional_encoding)),
+        "model_options": options.model_options,
+        "n_trajectories": options.n_trajectories, "seed": options.seed, "x64": options.x64,
         "dtype": str(train_data.dtype), "data": description, "loss": "relative",
         "canonical": bool(system.canonical), "labels": list(getattr(system, "labels", ()) or ()),
-        "dt": train_data.dt,
+        "dt": train_data.dt, "options": options.to_run(),
     }
 
 
@@ -162,7 +149,7 @@ def _finish(out, *, spec, model, system, held_out, fit_options, run, history, ho
                    stop_reason=history.get("stop_reason"),
                    final_loss=history["loss"][-1] if history["loss"] else None,
                    final_val_loss=history["val_loss"][-1] if history["val_loss"] else None)
-    if history.get("kept_epoch") is not None:  # a spec that keeps an earlier iterate (LiftSpec)
+    if history.get("kept_epoch") is not None:  # a plan that keeps an earlier iterate (LiftPlan)
         metrics.update(kept_epoch=history["kept_epoch"], kept_score=history["kept_score"])
     write_json(out / "metrics.json", metrics)
     wrote = [MODEL_FILE, "run.json", "history.json", "metrics.json"]
@@ -182,41 +169,43 @@ def _finish(out, *, spec, model, system, held_out, fit_options, run, history, ho
     print(f"  wrote {out}/ ({', '.join(wrote)}) in {time.perf_counter() - started:.1f} s")
 
 
-def _source(args, key):
+def _source(options: TrainOptions, key):
     """`(name, system or None, shape, spec, model, fit_options, train, held_out, description,
     record)`: a built-in system's data (`--system`), or a user's file (`--data`: no system,
     `shape` is the file's `DataFile`, `record` what run.json keeps about the file)."""
-    if getattr(args, "data", None) is None:
-        system_name, system, shape, spec = _system_and_spec(args)
-        model, fit_options = _build(spec, shape, args, key)
+    if options.data is None:
+        system_name, system, shape, spec = _system_and_spec(options)
+        model, fit_options = _build(spec, shape, options, key)
         train_data, held_out, description = user(for_system, system_name, system,
-                                                 n_trajectories=args.n_trajectories, seed=args.seed)
+                                                 n_trajectories=options.n_trajectories,
+                                                 seed=options.seed)
         return (system_name, system, shape, spec, model, fit_options, train_data, held_out,
                 description, {})
-    spec = model_by_name(args.model)
-    own = from_file(args, spec)
-    model, fit_options = _build(spec, own.shape, args, key)
-    own = split_file(args, own, fit_options)
-    return (pathlib.Path(args.data).stem, None, own.shape, spec, model, fit_options, own.train,
+    spec = model_by_name(options.model)
+    own = from_file(options, spec)
+    model, fit_options = _build(spec, own.shape, options, key)
+    own = split_file(options, own, fit_options)
+    return (pathlib.Path(options.data).stem, None, own.shape, spec, model, fit_options, own.train,
             own.held_out, own.description, own.record)
 
 
 def train(args) -> int:
     """`geomlearn train`: build, train, save, evaluate and report one run."""
-    _check_numbers(args)
-    _horizon(args)
+    options = TrainOptions.from_args(args)
     started = time.perf_counter()
-    k_model, k_fit = jax.random.split(jax.random.PRNGKey(args.seed))
+    k_model, k_fit = jax.random.split(jax.random.PRNGKey(options.seed))
     (system_name, system, shape, spec, model, fit_options, train_data, held_out, description,
-     record) = _source(args, k_model)
-    on = type(system).__name__ if system is not None else pathlib.Path(args.data).name
-    model, n_samples, batch = _prepare(spec, model, train_data, fit_options, args)
-    optimizer, epochs, budget, how = user(spec.trainer, model, n_samples, batch_size=batch,
-                                          trainer=args.trainer, epochs=args.epochs, time_budget=args.time_budget)
-    out = user(run_folder, args.out, prefix=f"{system_name}-{spec.name}", force=args.force)
-    run = _run_record(args, system_name=system_name if system is not None else None, system=shape,
-                      spec=spec, model=model, fit_options=fit_options, epochs=epochs, batch=batch,
-                      how=how, budget=budget, train_data=train_data, description=description)
+     record) = _source(options, k_model)
+    on = type(system).__name__ if system is not None else pathlib.Path(options.data).name
+    model, n_samples, batch = _prepare(spec, model, train_data, fit_options, options)
+    optimizer, epochs, budget, how = user(
+        spec.trainer, model, n_samples, batch_size=batch, trainer=options.trainer,
+        epochs=options.epochs, time_budget=options.time_budget)
+    out = user(run_folder, options.out, prefix=f"{system_name}-{spec.name}", force=options.force)
+    options = options.resolved(fit_options, epochs=epochs, batch_size=batch, time_budget=budget)
+    run = _run_record(options, system_name=system_name if system is not None else None,
+                      system=shape, spec=spec, model=model, how=how, train_data=train_data,
+                      description=description)
     run.update(record)
     write_json(out / "run.json", run)
     print(f"geomlearn train: {spec.cls.__name__} ({model.structure}) on {on} — "
@@ -234,7 +223,7 @@ def train(args) -> int:
     against = system if system is None else _evaluated_against(system_name, system)
     _finish(out, spec=spec, model=model, system=against, held_out=held_out, fit_options=fit_options,
             run=run, history=history, how=how, fit_seconds=fit_seconds, started=started, on=on,
-            horizon=_horizon(args))
+            horizon=_horizon(options.horizon))
     return 0
 
 
@@ -244,20 +233,21 @@ def train(args) -> int:
 def evaluate(args) -> int:
     """`geomlearn evaluate`: evaluate a run's model again, rewrite `metrics.json` and the report."""
     out, model, run = load_run(args.dir, need_run=True)
+    options = user(TrainOptions.from_run, run)
     if isinstance(run.get("data_file"), dict):  # trained with --data: the same file, split again
-        system, held_out = None, held_out_of_run(run)
-    elif run.get("system") not in SYSTEMS:
-        raise CLIError(f"run.json names an unknown system {run.get('system')!r}")
+        system, held_out = None, held_out_of_run(run, options)
+    elif options.system not in SYSTEMS:
+        raise CLIError(f"run.json names an unknown system {options.system!r}")
     else:
-        system = SYSTEMS[run["system"]]()
-        _, held_out, _ = user(for_system, run["system"], system,
-                              n_trajectories=run.get("n_trajectories"), seed=run.get("seed", 0))
-        system = _evaluated_against(run["system"], system)
-    options = {k: run[k] for k in ("seq_length", "prediction_window") if run.get(k) is not None}
+        system = SYSTEMS[options.system]()
+        _, held_out, _ = user(for_system, options.system, system,
+                              n_trajectories=options.n_trajectories, seed=options.seed)
+        system = _evaluated_against(options.system, system)
     history = (read_run_json(out / "history.json", lists=("epoch", "loss", "val_loss"))
                if (out / "history.json").exists() else None)  # read before writing anything
     spec = spec_of(model)
-    result = spec.evaluate(model, system, held_out, **options, **_horizon(args))
+    result = spec.evaluate(model, system, held_out, **options.task_options(),
+                           **_horizon(args.horizon))
     metrics = dict(result)
     if (out / "metrics.json").exists():
         previous = read_run_json(out / "metrics.json")
@@ -276,12 +266,12 @@ def evaluate(args) -> int:
 NOTHING_TO_CHECK = 3
 
 
-def _check_task(model, run: dict, dt):
-    """The task of `geomlearn check`; `CLIError` when the model needs a time step that
-    neither its file nor `--dt` gives."""
-    T = getattr(model, "seq_length", None) or run.get("seq_length") or DEFAULT_SEQ_LENGTH
+def _check_task(model, options: TrainOptions, dt):
+    """The task of `geomlearn check` (the run's window, if any); `CLIError` when the model
+    needs a time step that neither its file nor `--dt` gives."""
+    T = getattr(model, "seq_length", None) or options.seq_length or DEFAULT_SEQ_LENGTH
     shape_options = {"seq_length": T} if hasattr(model, "seq_length") else {}
-    task = user(model.task, **shape_options, prediction_window=run.get("prediction_window"),
+    task = user(model.task, **shape_options, prediction_window=options.prediction_window,
                 data_dt=dt)
     try:
         model.rollout_task(model.state_shape(task), prediction_window=task.prediction_window,
@@ -302,7 +292,8 @@ def check(args) -> int:
     if dt is not None and not dt > 0:
         raise CLIError(f"--dt must be a number > 0, got {dt}")
     out, model, run = load_run(args.dir, need_run=False)
-    task = _check_task(model, run or {}, dt if dt is not None else getattr(model, "dt", None))
+    task = _check_task(model, user(TrainOptions.from_run, run),
+                       dt if dt is not None else getattr(model, "dt", None))
     name = f"{type(model).__name__} ({out})"
     shape = model.state_shape(task)
     points = jax.random.normal(jax.random.PRNGKey(0), (args.points, *shape), dtype=jnp.float64)

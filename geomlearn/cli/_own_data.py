@@ -17,14 +17,14 @@ import jax
 
 from ..data import TrajectoryData
 from ._errors import CLIError
-from ._registry import ModelSpec, ReductionSpec
+from ._options import TrainOptions, column_names
 
 __all__ = ["DataFile", "OwnData", "file_record", "read_trajectories", "state_names",
            "check_model_fits", "check_lengths", "split_by_trajectory", "from_file", "split_file",
            "held_out_of_run"]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DataFile:
     """What the command line knows of a data file's phase space — its dimension, whether
     it can be read as canonical `z = (q, p)` (an even dimension), and the state names —
@@ -61,18 +61,16 @@ def file_record(path) -> dict:
     return {"path": str(path.resolve()), "size": path.stat().st_size, "sha256": digest.hexdigest()}
 
 
-def _columns(names):
-    """Column names from `--q-columns`/`--p-columns` (space- or comma-separated), or `None`."""
-    if not names:
-        return None
-    return [part for name in names for part in name.split(",") if part]
+def _list(names):
+    return None if names is None else list(names)
 
 
 def read_trajectories(path, *, q_columns=None, p_columns=None) -> TrajectoryData:
     """`TrajectoryData.read(path, ...)`, with any error of the file as a one-line `CLIError`
     naming it."""
     try:
-        return TrajectoryData.read(path, q_columns=_columns(q_columns), p_columns=_columns(p_columns))
+        return TrajectoryData.read(path, q_columns=_list(column_names(q_columns)),
+                                   p_columns=_list(column_names(p_columns)))
     except (ValueError, TypeError, OSError, KeyError) as e:
         message = _one_line(e)
         raise CLIError(message if str(path) in message else f"{path}: {message}") from None
@@ -94,8 +92,9 @@ def check_model_fits(spec, shape: DataFile, source) -> None:
     """`CLIError` when `spec`'s model cannot be trained on states of `shape.dim` components
     (a data file's, or a built-in system's without its clock, `_recipes.phase_space`):
     a canonical (symplectic) model needs an even dimension, and the registry's other
-    dimension checks (attention heads) apply."""
-    if isinstance(spec, ReductionSpec):
+    dimension checks (attention heads) apply; a model whose evaluation needs the system
+    (a reduction) is refused."""
+    if spec.evaluation.needs_system:
         raise CLIError(
             f"cannot train {spec.name} on {source}: a model reduction is evaluated by "
             "integrating the reduced Hamiltonian system, which needs the system's Hamiltonian "
@@ -107,10 +106,7 @@ def check_model_fits(spec, shape: DataFile, source) -> None:
             f"space z = (q, p) of even dimension 2n, and the states of {source} have {shape.dim} "
             "components; use a volume-preserving model (vp-feedforward, vp-transformer) or an "
             "unconstrained one (resnet, transformer)")
-    try:
-        why = spec.incompatibility(shape)
-    except AttributeError:  # a check of a system's dynamics (a file has none): dimensions only
-        why = ModelSpec.incompatibility(spec, shape)
+    why = spec.incompatibility(shape)  # a file has no dynamics: its dimensions are checked
     if why:
         raise CLIError(f"cannot train {spec.name} on {source}: {why}")
 
@@ -146,39 +142,41 @@ def split_by_trajectory(data: TrajectoryData, val_fraction: float, *, seed: int,
     return train, held_out, how
 
 
-def from_file(args, spec) -> OwnData:
+def from_file(options: TrainOptions, spec) -> OwnData:
     """The data of `geomlearn train --data PATH` for the model `spec`, read and checked
     (all of it in `train`; `split_file` splits it once the model is built); nothing is
     written."""
-    if args.n_trajectories is not None:
+    if options.n_trajectories is not None:
         raise CLIError("--n-trajectories applies to --system data; with --data every trajectory "
                        "of the file is used")
-    source = pathlib.Path(args.data)
-    data = read_trajectories(source, q_columns=args.q_columns, p_columns=args.p_columns)
-    shape = DataFile(data.dim, data.dim % 2 == 0, state_names(data, data.dim))
+    source = pathlib.Path(options.data)
+    data = read_trajectories(source, q_columns=options.q_columns, p_columns=options.p_columns)
+    shape = DataFile(dim=data.dim, canonical=data.dim % 2 == 0, labels=state_names(data, data.dim))
     check_model_fits(spec, shape, source)
     if data.n_trajectories < 2:  # before building a model
-        split_by_trajectory(data, args.val_fraction, seed=args.seed, source=source)
+        split_by_trajectory(data, options.val_fraction, seed=options.seed, source=source)
     return OwnData(shape, data, None, "", {})
 
 
-def split_file(args, own: OwnData, fit_options: dict) -> OwnData:
+def split_file(options: TrainOptions, own: OwnData, fit_options: dict) -> OwnData:
     """`own` split by whole trajectories, after checking that every trajectory is long
     enough for the model's samples (`fit_options`)."""
-    data, source = own.train, pathlib.Path(args.data)
+    data, source = own.train, pathlib.Path(options.data)
     check_lengths(data, fit_options, source)
-    train, held_out, how = split_by_trajectory(data, args.val_fraction, seed=args.seed, source=source)
-    record = {"data_file": file_record(source), "val_fraction": args.val_fraction,
-              "q_columns": _columns(args.q_columns), "p_columns": _columns(args.p_columns),
+    train, held_out, how = split_by_trajectory(data, options.val_fraction, seed=options.seed,
+                                               source=source)
+    record = {"data_file": file_record(source), "val_fraction": options.val_fraction,
+              "q_columns": _list(options.q_columns), "p_columns": _list(options.p_columns),
               "dt": data.dt}
     description = (f"{source.name}: {data.n_trajectories} trajectories of dimension {data.dim}, "
                    f"dt={data.dt:g}; {how}")
     return OwnData(own.shape, train, held_out, description, record)
 
 
-def held_out_of_run(run: dict) -> TrajectoryData:
-    """The held-out trajectories of a run trained with `--data`: the file read and split
-    again as at training; `CLIError` when it is missing or its SHA-256 has changed."""
+def held_out_of_run(run: dict, options: TrainOptions) -> TrajectoryData:
+    """The held-out trajectories of a run trained with `--data` (`run.json` and its
+    `options`): the file read and split again as at training; `CLIError` when it is
+    missing or its SHA-256 has changed."""
     recorded = run["data_file"]
     path = pathlib.Path(recorded.get("path", ""))
     if not path.is_file():
@@ -186,6 +184,5 @@ def held_out_of_run(run: dict) -> TrajectoryData:
     if file_record(path)["sha256"] != recorded.get("sha256"):
         raise CLIError(f"the run's data file {path} has changed since training (its SHA-256 "
                        "differs from the one in run.json)")
-    data = read_trajectories(path, q_columns=run.get("q_columns"), p_columns=run.get("p_columns"))
-    return split_by_trajectory(data, run.get("val_fraction", 0.2), seed=run.get("seed", 0),
-                               source=path)[1]
+    data = read_trajectories(path, q_columns=options.q_columns, p_columns=options.p_columns)
+    return split_by_trajectory(data, options.val_fraction, seed=options.seed, source=path)[1]

@@ -30,6 +30,7 @@ from .._files import check_writable
 from ..data import TrajectoryData
 from ..models._base import model_rollout
 from ._errors import CLIError, user
+from ._options import TrainOptions
 from ._own_data import read_trajectories, state_names
 from ._runs import load_run, read_run_json
 
@@ -202,12 +203,11 @@ def _checked_out(out) -> pathlib.Path:
     return user(check_writable, path, what="output file")
 
 
-def _task(model, run, dt):
+def _task(model, options: TrainOptions, dt):
     """`(task, n_init, state shape)` of the run's rollout (window length and prediction
     window as trained; the run's `dt` for a model that needs a step size)."""
-    options = {k: run[k] for k in ("seq_length", "prediction_window") if run.get(k) is not None}
     try:
-        task = model.task(**options, data_dt=dt)
+        task = model.task(**options.task_options(), data_dt=dt)
         return task, model.n_initial_points(task), model.state_shape(task)
     except (ValueError, TypeError, AttributeError) as e:
         raise CLIError(f"cannot roll out {type(model).__name__}: {e}") from None
@@ -225,14 +225,15 @@ def predict(args) -> int:
         raise CLIError(f"--steps must be at least 1, got {args.steps}")
     out = _checked_out(args.out)
     folder, model, run = load_run(args.dir, need_run=True)
+    options = user(TrainOptions.from_run, run)
     dt = _run_dt(folder, run)
-    task, n_init, shape = _task(model, run, dt)
+    task, n_init, shape = _task(model, options, dt)
     starts = read_initial(args, n_init)
     d = starts.states.shape[-1]
     if d != model.dim:
         raise CLIError(f"the initial states have {d} components, but the run's {type(model).__name__} "
                        f"takes states of dimension {model.dim}")
-    initial = starts.states.astype(run.get("dtype") or ("float64" if run.get("x64") else "float32"))
+    initial = starts.states.astype(run.get("dtype") or ("float64" if options.x64 else "float32"))
     initial = initial[:, 0] if len(shape) == 1 else initial
     started = time.perf_counter()
     try:

@@ -188,7 +188,7 @@ def phase_space(name: str, system):
     if len(keep) != system.dim - len(_CLOCK):
         raise ValueError(f"{type(system).__name__} has no clock components {_CLOCK} among "
                          f"its labels {system.labels}")
-    return DataFile(len(keep), bool(system.canonical), keep)
+    return DataFile(dim=len(keep), canonical=bool(system.canonical), labels=keep)
 
 
 def for_system(name: str, system, *, n_trajectories: int | None = None, seed: int = 0,

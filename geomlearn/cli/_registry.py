@@ -4,27 +4,35 @@ r"""The models the command line knows, by name, with their default configuration
 `geomlearn train --model NAME` builds `spec.build(dim, key=...)`. A new family becomes
 available to the command line by adding one entry (`register_model`), nothing else.
 
-A spec also says how the command line *uses* its model — `prepare` (check, and start from
-the data), `trainer`, `evaluate`, `report` and `check` — so the command never asks what
-kind of model it holds. The defaults serve integrators (`geomlearn.evaluate`,
-`geomlearn.check_structure`, `geomlearn.plotting.report`); `ReductionSpec` serves
-reductions (`geomlearn.evaluation.evaluate_reduction`, `check_immersion`,
-`geomlearn.plotting.reduction_report`).
+A spec also says, by its policies, how the command line *uses* its model — which
+systems it trains on (`compatibility`), how it is built (`arguments`), prepared, given a
+trainer and fitted (`plan`), evaluated, reported and checked (`evaluation`) — so the
+command never asks what kind of model it holds.
 """
 
 from __future__ import annotations
 
 from .. import models
-from ._reduction_specs import LiftSpec, ReductionSpec
-from ._specs import (
-    ModelSpec,
-    ConformalSpec,
-    DegreesOfFreedomSpec,
-    LiePoissonSpec,
-    PortHamiltonianSpec,
+from ._compatibility import (
+    Canonical,
+    EvenDimensional,
+    EvenOrDriven,
+    LiePoissonSO3,
+    Unconstrained,
+    UnitMassCanonical,
 )
+from ._evaluations import DissipativeEvaluation, ReductionEvaluation
+from ._plans import (
+    DegreesOfFreedom,
+    ForcingWhenOdd,
+    IntegratorPlan,
+    LatentStride,
+    LiftPlan,
+    ReductionPlan,
+)
+from ._specs import ModelSpec
 
-__all__ = ["ModelSpec", "ReductionSpec", "MODELS", "register_model", "resolve_model", "spec_of"]
+__all__ = ["ModelSpec", "MODELS", "register_model", "resolve_model", "spec_of"]
 
 
 MODELS: dict[str, ModelSpec] = {}
@@ -51,78 +59,84 @@ def resolve_model(name: str) -> ModelSpec:
 
 
 def spec_of(model) -> ModelSpec:
-    """The registered spec of `model`'s class, or a plain `ModelSpec` (an integrator) for
-    a class that is not registered."""
+    """The registered spec of `model`'s class, or a plain `ModelSpec` (an integrator of
+    any phase space) for a class that is not registered."""
     for spec in MODELS.values():
         if type(model) is spec.cls:
             return spec
-    return ModelSpec(type(model).__name__.lower(), type(model), {}, model.structure)
+    return ModelSpec(name=type(model).__name__.lower(), cls=type(model), defaults={})
 
 
-# 16 data steps per application at 2n = 2 (8 above: `LiftSpec.build`), measured against 8
-# on the Toda bump over three seeds: as accurate (0.88-0.94x the reduced system's error,
-# against 0.85-1.13x) and twice as fast (572-861x the full model, against 339-406x);
-# benchmarks/RESULTS.md
+# 16 data steps per application at 2n = 2 (8 above: `LatentStride`): as accurate as 8 and
+# faster on the Toda bump (the `toda_reduction` benchmark)
 _LIFT = {"reduced_dim": 2, "n_features": 16, "stride": 16, "n_layers": 8, "width": 16}
 
-# The transformers' sizes (since 2026-12-03; benchmarks/RESULTS.md, "The command line's
-# transformer sizes"): the symplectic and linear symplectic transformers take width 12
-# and two units (width `dim` and one unit before), the standard one transformer_dim 10
-# (`dim` before). At the earlier sizes (26-176 parameters) `--positional-encoding` added
-# 10-42 % of the parameters (LM cost ∝ P²) and capacity bounded its gain; at these it adds
-# at most 10 % (tests/test_positional_placement.py), and through `geomlearn train` they
-# were 3-150x more accurate on Hénon–Heiles and the driven pendulum within the 150-s
-# budget (the standard transformer uses all of it on Hénon–Heiles and the rigid body).
-# The VPT keeps one unit: with two, cut short by the budget, it ended 1.6x less accurate on
-# Hénon–Heiles, ~100x on the rigid body and failed on the pendulum (one unit: 118-151 s).
-# Above 12 dimensions (the 400-dimensional Toda lattice and wave, trained by Adam: the
-# networks exceed LM's 2000 parameters) the symplectic transformers keep width `dim` and
-# one unit: width 12 with two units cut the valid time 222 -> 57 steps (Toda) and
-# 128 -> 15 (wave) for the symplectic one, 1599 -> 270 (Toda; wave 217 -> 234) for the
-# linear symplectic one. The standard transformer keeps transformer_dim 10 (Toda: 68
-# steps, against 12 at transformer_dim = dim with 1.6 million parameters).
+# The transformers' sizes (the `positional_encoding_cli` benchmark): the symplectic and
+# linear symplectic transformers take width 12 and two units, the standard one
+# transformer_dim 10; at these sizes `--positional-encoding` adds at most 10 % of the
+# parameters (tests/test_positional_placement.py), so capacity does not bound its gain
+# within the Levenberg–Marquardt budget. The VPT keeps one unit: with two, cut short by
+# the budget, it ended less accurate. Above 12 dimensions (the 400-dimensional Toda
+# lattice and wave, trained by Adam: the networks exceed Levenberg–Marquardt's 2000
+# parameters) the symplectic transformers keep width `dim` and one unit, where width 12
+# with two units cut the valid time; the standard transformer keeps transformer_dim 10.
 _WIDE = (12, {"width": None, "L": 1})
+_SYMPLECTIC_WINDOWS = dict(compatibility=Canonical(), windows=True, sizes_above=_WIDE,
+                           plan=IntegratorPlan(position_last=True))
+_LIFTED = dict(compatibility=Canonical(), arguments=LatentStride(above_2=8), plan=LiftPlan(),
+               evaluation=ReductionEvaluation())
 for _spec in (
-    ModelSpec("gsympnet", models.GSympNet, {"n_layers": 4, "width": 16}, "symplectic", True),
-    ModelSpec("lasympnet", models.LASympNet, {"n_layers": 3, "n_linear": 2}, "symplectic", True),
-    ModelSpec("henonnet", models.HenonNet, {"n_layers": 3, "width": 8}, "symplectic", True),
-    ModelSpec("psympnet", models.PSympNet, {"n_layers": 8, "max_degree": 4}, "symplectic", True),
-    ModelSpec("rsympnet", models.RSympNet, {"n_layers": 8, "width": 4}, "symplectic", True),
-    LiePoissonSpec("lpnet", models.LiePoissonNet, {"n_layers": 6, "width": 2}, "lie-poisson"),
-    DegreesOfFreedomSpec("lnn", models.LagrangianNeuralNetwork, {"width": 32, "depth": 2}, "none", True),
-    ModelSpec("resnet", models.ResNet, {"width": 16, "depth": 2}, "none"),
-    ModelSpec("hnn", models.HamiltonianNeuralNetwork, {"width": 16, "depth": 2}, "symplectic", True),
-    ConformalSpec("conformal-sympnet", models.ConformalSympNet, {"n_layers": 4, "width": 16},
-                   "conformal factor"),
-    PortHamiltonianSpec("phnn", models.PortHamiltonianNN, {"width": 16, "depth": 2}, "energy balance"),
-    ModelSpec("vp-feedforward", models.VolumePreservingFeedForward,
-              {"n_blocks": 6, "n_linear": 1}, "volume"),
-    ModelSpec("transformer", models.Transformer,
-              {"n_heads": 1, "L": 2, "n_blocks": 1, "transformer_dim": 10},
-              "none", windows=True),
-    ModelSpec("vp-transformer", models.VolumePreservingTransformer,
-              {"n_blocks": 6, "n_linear": 1, "L": 1}, "volume", windows=True),
-    ModelSpec("linear-symplectic-transformer", models.LinearSymplecticTransformer,
-              {"n_sympnet": 2, "width": 12, "L": 2}, "symplectic", True, windows=True,
-              position_last=True, sizes_above=_WIDE),
-    ModelSpec("symplectic-transformer", models.SymplecticTransformer,
-              {"n_sympnet": 2, "width": 12, "L": 2}, "symplectic", True, windows=True,
-              position_last=True, sizes_above=_WIDE),
+    ModelSpec(name="gsympnet", cls=models.GSympNet, defaults={"n_layers": 4, "width": 16},
+              compatibility=Canonical()),
+    ModelSpec(name="lasympnet", cls=models.LASympNet, defaults={"n_layers": 3, "n_linear": 2},
+              compatibility=Canonical()),
+    ModelSpec(name="henonnet", cls=models.HenonNet, defaults={"n_layers": 3, "width": 8},
+              compatibility=Canonical()),
+    ModelSpec(name="psympnet", cls=models.PSympNet, defaults={"n_layers": 8, "max_degree": 4},
+              compatibility=Canonical()),
+    ModelSpec(name="rsympnet", cls=models.RSympNet, defaults={"n_layers": 8, "width": 4},
+              compatibility=Canonical()),
+    ModelSpec(name="lpnet", cls=models.LiePoissonNet, defaults={"n_layers": 6, "width": 2},
+              compatibility=LiePoissonSO3()),
+    ModelSpec(name="lnn", cls=models.LagrangianNeuralNetwork, defaults={"width": 32, "depth": 2},
+              compatibility=UnitMassCanonical(), arguments=DegreesOfFreedom()),
+    ModelSpec(name="resnet", cls=models.ResNet, defaults={"width": 16, "depth": 2},
+              compatibility=Unconstrained()),
+    ModelSpec(name="hnn", cls=models.HamiltonianNeuralNetwork, defaults={"width": 16, "depth": 2},
+              compatibility=Canonical()),
+    ModelSpec(name="conformal-sympnet", cls=models.ConformalSympNet,
+              defaults={"n_layers": 4, "width": 16}, compatibility=EvenDimensional(),
+              plan=IntegratorPlan(step_from_data=True), evaluation=DissipativeEvaluation()),
+    ModelSpec(name="phnn", cls=models.PortHamiltonianNN, defaults={"width": 16, "depth": 2},
+              compatibility=EvenOrDriven(), arguments=ForcingWhenOdd(),
+              evaluation=DissipativeEvaluation()),
+    ModelSpec(name="vp-feedforward", cls=models.VolumePreservingFeedForward,
+              defaults={"n_blocks": 6, "n_linear": 1}, compatibility=Unconstrained()),
+    ModelSpec(name="transformer", cls=models.Transformer,
+              defaults={"n_heads": 1, "L": 2, "n_blocks": 1, "transformer_dim": 10},
+              compatibility=Unconstrained(), windows=True),
+    ModelSpec(name="vp-transformer", cls=models.VolumePreservingTransformer,
+              defaults={"n_blocks": 6, "n_linear": 1, "L": 1}, compatibility=Unconstrained(),
+              windows=True),
+    ModelSpec(name="linear-symplectic-transformer", cls=models.LinearSymplecticTransformer,
+              defaults={"n_sympnet": 2, "width": 12, "L": 2}, **_SYMPLECTIC_WINDOWS),
+    ModelSpec(name="symplectic-transformer", cls=models.SymplecticTransformer,
+              defaults={"n_sympnet": 2, "width": 12, "L": 2}, **_SYMPLECTIC_WINDOWS),
     # Model reduction: `reduced_dim` is the constructor argument that `--reduced-dim`
-    # overrides. `symplectic-autoencoder` trains the reduction that predicts (measured on
-    # the Toda bump, benchmarks/RESULTS.md): a symplectic autoencoder whose decoder is the
-    # manifold cotangent lift (fitted in closed form, a symplectic immersion) with a
-    # GSympNet on its codes taking 16 data steps per application (8 at 2n >= 4);
-    # `cotangent-lift` is the same spec by the name of its construction.
-    # `symplectic-autoencoder-network` trains the SymplecticAutoencoder network (Riemannian
-    # Adam: plain Adam would break the decoder's symplectic-immersion property; see
-    # `ReductionSpec`), whose reduced dynamics do not follow the data.
-    LiftSpec("symplectic-autoencoder", models.LiftedIntegrator, _LIFT, "symplectic", True),
-    LiftSpec("cotangent-lift", models.LiftedIntegrator, _LIFT, "symplectic", True),
-    ReductionSpec("symplectic-autoencoder-network", models.SymplecticAutoencoder,
-                  {"reduced_dim": 2, "width": 16}, "symplectic", True),
-    ModelSpec("reduced-integrator", models.ReducedIntegrator,
-              {"reduced_dim": 2, "integrator": "gsympnet", "n_layers": 4, "width": 16,
-               "train_autoencoder": True}, "none", True),
+    # overrides. `symplectic-autoencoder` trains the reduction that predicts (the
+    # `toda_reduction` benchmark): a symplectic autoencoder whose decoder is the manifold
+    # cotangent lift (fitted in closed form, a symplectic immersion) with a GSympNet on
+    # its codes; `cotangent-lift` is the same spec by the name of its construction.
+    # `symplectic-autoencoder-network` trains the SymplecticAutoencoder network
+    # (Riemannian Adam: plain Adam would break the decoder's symplectic-immersion
+    # property), whose reduced dynamics do not follow the data.
+    ModelSpec(name="symplectic-autoencoder", cls=models.LiftedIntegrator, defaults=_LIFT, **_LIFTED),
+    ModelSpec(name="cotangent-lift", cls=models.LiftedIntegrator, defaults=_LIFT, **_LIFTED),
+    ModelSpec(name="symplectic-autoencoder-network", cls=models.SymplecticAutoencoder,
+              defaults={"reduced_dim": 2, "width": 16}, compatibility=Canonical(),
+              plan=ReductionPlan(), evaluation=ReductionEvaluation()),
+    ModelSpec(name="reduced-integrator", cls=models.ReducedIntegrator,
+              defaults={"reduced_dim": 2, "integrator": "gsympnet", "n_layers": 4, "width": 16,
+                        "train_autoencoder": True}, compatibility=Canonical()),
 ):
     register_model(_spec)

@@ -164,7 +164,7 @@ class TrajectoryData:
         )
         if states.ndim == 2:
             states = states[None]
-        labels = tuple(getattr(system, "labels", ()) or ())
+        labels = tuple(system.labels)
         return cls(states, dt, labels=labels if len(labels) == states.shape[-1] else None)
 
     @classmethod

@@ -96,7 +96,7 @@ def reference_data(system, initial_conditions: Float[Array, "B d"], dt: float, n
     if error > tol:
         raise ValueError(f"{type(system).__name__}: {s} substeps of {as_integrator(method).name} "
                          f"reach a one-step error of {error:.2g}, not {tol:g}; use a smaller dt")
-    labels = tuple(getattr(system, "labels", ()) or ())
+    labels = tuple(system.labels)
     data = TrajectoryData(states.astype(dtype), dt,
                           labels=labels if len(labels) == states.shape[-1] else None)
     return data, s, error

@@ -27,6 +27,7 @@ import numpy as np
 
 from .._format import aligned_table, fmt
 from .._validation import check_int
+from ..data import TrajectoryData
 from ..integrators import AbstractIntegrator, as_integrator, integrate
 from ..rollout import check_model, model_rollout
 from ..structures import structure_named
@@ -162,6 +163,24 @@ class Evaluation(dict):
     (`result["trajectory_error"]`, `json.dumps(result)`), with the arrays behind them as
     attributes.
 
+    **Keys:**
+
+    - `"trajectory_error"`: `{str(k): error}`, the relative error over steps `0…k`;
+    - `"invariant_drift"`: `{name: drift}` for every invariant of the system (and
+      `"learned_energy"` of a Hamiltonian network) along the model's rollouts;
+      `"reference_invariant_drift"` the same along the reference;
+    - `"structure_residual"`: `{"symplecticity": r, "volume": r}` (symplecticity only in
+      even dimensions) of the map the rollout iterates, the maximum over the sample
+      points, in the reference's dtype; `"structure_condition"` the largest condition
+      number of its Jacobian there; `"structure_tolerance"` and `"structure_passed"` the
+      verdict of `check_structure`; `"iterated_map"` which map was checked;
+    - `"rollout_states_per_second"`, `"reference_states_per_second"` (`None` without a
+      system or a time step);
+    - `"model"`, `"system"` (`None` without one), `"structure"`, `"n_trajectories"`,
+      `"n_steps"`, `"dt"`, `"reference_method"` (the integrator's name);
+    - with a `horizon`, `"long_horizon"`: the metrics of `long_horizon` (`escape_step`,
+      `valid_time`, `n_escaped`, per invariant `max_drift` and `trend`, …).
+
     **Attributes:** `rollout` (the model's trajectories, `(B, N, d)`), `reference` (the
     reference states, `(B, N, d)`), `series` (per invariant, its relative error over
     time along the rollout and along the reference, `{name: {"model": (N,),
@@ -188,9 +207,9 @@ class Evaluation(dict):
 def _reference_states(reference, dt):
     """`(states (n_traj, N, d), dt or None)` from a TrajectoryData (of trajectories of
     different lengths: their first states, as many as the shortest has) or an array."""
-    if getattr(reference, "ragged", False):
-        reference = reference.head()
-    if hasattr(reference, "states") and hasattr(reference, "dt"):
+    if isinstance(reference, TrajectoryData):
+        if reference.ragged:
+            reference = reference.head()
         states = jnp.asarray(reference.states)
         ref_dt = float(reference.dt)
         if dt is not None and float(dt) != ref_dt:
@@ -341,63 +360,34 @@ def evaluate(
     horizon_method: str | AbstractIntegrator = "gauss_legendre6",
     bound: float | None = None,
 ) -> Evaluation:
-    r"""Measure a trained model against reference trajectories (of `system`, or of an
-    unknown system: `system=None`).
+    r"""Measure a trained model against reference trajectories (of `system`, or of
+    unknown dynamics: `system=None`) by the metrics of the module documentation.
 
     **Arguments:**
 
     - `model`: a trained geomlearn model.
-    - `system`: the system the reference comes from (a `geomlearn.systems` object); its
-      `invariants` are checked along the rollout. `None` for data of a system without a
-      model in code (measured data): the data themselves are the reference, and only a
-      Hamiltonian network's learned energy is checked along the rollout.
-    - `reference`: a `TrajectoryData` (its `dt` is used; of trajectories of different
-      lengths, the first states of each, as many as the shortest has), or an array of
-      states `(n_trajectories, n_steps + 1, d)` or `(n_steps + 1, d)`. The model is rolled out
-      from each trajectory's first state (a transformer from its first `T` states) for
-      `n_steps` steps.
-    - `dt`: the time step of an array `reference` (needed for a Hamiltonian network,
-      for timing the reference integrator and for the long-horizon reference; without it
-      the reference speed is `None`).
-    - `horizons`: the steps `k` at which to report the trajectory error; default
-      `1, 10, 100, …` and `n_steps` (`default_horizons`).
+    - `system`: the `geomlearn.systems` object the reference comes from (its `invariants`
+      are checked along the rollout); `None` for measured data (then only a Hamiltonian
+      network's learned energy is checked).
+    - `reference`: a `TrajectoryData` (of unequal lengths: the first states of each, as
+      many as the shortest has) or states `(B, n_steps + 1, d)` or `(n_steps + 1, d)`.
+      The model is rolled out from each trajectory's first state (a transformer from its
+      first `T` states) for `n_steps` steps.
+    - `dt`: the time step of an array `reference` (a Hamiltonian network, the reference
+      timing and the long horizon need it; without it the reference speed is `None`).
+    - `horizons`: the steps of the trajectory error (default `default_horizons(n_steps)`).
     - `prediction_window`, `seq_length`: for transformers, as in `fit` and `iterate`.
-    - `n_structure_points`: the number of reference states (windows) at which the
-      structure residuals are computed.
-    - `method`: the reference integrator whose speed is reported, a
-      `geomlearn.integrators.AbstractIntegrator` or one of the names
-      `geomlearn.integrators.METHODS`.
-    - `key`: a PRNG key choosing the structure sample points (default: a fixed key).
-    - `horizon`: also roll the model out this many steps from each trajectory's start,
-      streaming (see `geomlearn.evaluation.long_horizon`): escape step, valid time
-      against `system` integrated by `horizon_method` with the data's `dt`, and each
-      invariant's largest drift and secular trend. `None` (default): no long horizon.
-    - `keep_states`: with `horizon`, also keep the whole long rollout
-      (`result.long_horizon.states`, `(n_trajectories, horizon + 1, d)`).
-    - `horizon_method`: the integrator of the long-horizon reference solution (default
-      the 6th-order Gauss–Legendre method).
-    - `bound`: the data's bound $B$ for the escape test (a rollout escapes beyond
-      $10B$); default the largest state norm in `reference`.
+    - `n_structure_points`: the reference states (windows) where the structure is checked.
+    - `method`: the reference integrator that is timed (an `AbstractIntegrator` or a name
+      of `geomlearn.integrators.METHODS`).
+    - `key`: a PRNG key choosing the structure sample points (default a fixed key).
+    - `horizon`: also a streamed rollout of this many steps (`long_horizon`) against
+      `system` integrated by `horizon_method` (default 6th-order Gauss–Legendre);
+      `keep_states` keeps its states; `bound` is the data's bound $B$ of the escape test
+      (a rollout escapes beyond $10B$; default the largest state norm of `reference`).
 
-    **Returns:** an `Evaluation`: a mapping of JSON-serialisable metrics (`dict(result)`
-    is a plain dict) that also holds the rollout, the reference and the invariant series:
-
-    - `"trajectory_error"`: `{str(k): error}` — the relative error over steps `0…k`
-      (see the module documentation);
-    - `"invariant_drift"`: `{name: drift}` for every invariant of `system` (and the
-      learned energy `"learned_energy"` of a Hamiltonian network) along the model's
-      rollouts, and `"reference_invariant_drift"` the same along the reference;
-    - `"structure_residual"`: `{"symplecticity": r, "volume": r}` (symplecticity only in
-      even dimensions) of the map the rollout iterates, the maximum over the sample
-      points, in the reference's dtype; `"structure_condition"` the largest condition
-      number of its Jacobian there, `"structure_tolerance"` and `"structure_passed"` the
-      verdict of `check_structure`, `"iterated_map"` which map was checked;
-    - `"rollout_states_per_second"` and `"reference_states_per_second"` (`None` without
-      a system or a time step);
-    - `"model"`, `"system"` (`None` without one), `"structure"`, `"n_trajectories"`,
-      `"n_steps"`, `"dt"`, `"reference_method"` (the integrator's name);
-    - with `horizon`, `"long_horizon"`: the metrics of `long_horizon` (`escape_step`,
-      `valid_time`, `n_escaped`, per invariant `max_drift` and `trend`, …).
+    **Returns:** an [`Evaluation`][geomlearn.Evaluation]: the metrics as a dict (its keys
+    are listed there) and the arrays behind them.
 
     ```python
     train, test = gl.datasets.pendulum_sympnets()

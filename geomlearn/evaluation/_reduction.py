@@ -15,7 +15,9 @@ import numpy as np
 
 from .._format import aligned_table, fmt
 from .._typing import Array, Float
+from ..data import TrajectoryData
 from ..integrators import AbstractIntegrator, IntegrationError, as_integrator, integrate
+from ..models._latent import AbstractLatentIntegrator
 from ..reduction import (
     ReducedHamiltonianSystem,
     immersion_residual,
@@ -130,6 +132,28 @@ class ReductionEvaluation(dict):
     r"""What [`evaluate_reduction`][geomlearn.evaluation.evaluate_reduction] returns: the
     JSON-serialisable metrics as a `dict`, with the arrays behind them as attributes.
 
+    **Keys:** `"model"`, `"system"`, `"structure"`, `"full_dim"`, `"reduced_dim"`,
+    `"n_steps"`, `"dt"`, `"reference_method"`;
+
+    - errors `{"t=…": e, …, "all": e}`: `"projection_error"`, `"psd_projection_error"`
+      (plain PSD), `"centred_psd_projection_error"`, `"reduction_error"`,
+      `"psd_reduction_error"` (centred PSD); and `"projection_error_q"`,
+      `"projection_error_p"`;
+    - over time: `"reduction_error_mean"`, `"reduction_error_max"`,
+      `"psd_reduction_error_mean"`, `"psd_reduction_error_max"` (centred PSD),
+      `"plain_psd_reduction_error_mean"`, `"plain_psd_reduction_error_max"`;
+    - `"period"`, `"full_action"`, `"code_loop_action"` (`None` for data that do not
+      return); `"latent_vector_field_error"`
+      (`geomlearn.reduction.latent_vector_field_error` on the data);
+    - `"reduction_failed"` (`None` or why), `"reduced_energy_drift"`,
+      `"immersion_residual"`, `"immersion_points"`, `"immersion_passed"`;
+    - `"reduced_seconds"`, `"full_order_seconds"`, `"speedup"` and its alias
+      `"online_speedup"` (full-order over reduced wall time);
+    - with a latent integrator: `"latent_stride"`, `"latent_steps"`,
+      `"latent_error_mean"`, `"latent_error_max"`, `"latent_error_end"`,
+      `"latent_seconds"`, `"latent_seconds_every"`, `"latent_online_speedup"` and
+      `"latent_online_speedup_every"` (the full-order time over each).
+
     **Attributes:** `times` `(N,)`; `full` (the full solution $X$, `(N, 2N)`);
     `projected` ($\Psi^d(\Psi^e(X))$); `reduced` (the reduced solution $Y$ `(N, 2n)`,
     `None` when its integration failed) and `decoded` ($\Psi^d(Y)$ or `None`); `series`,
@@ -203,7 +227,7 @@ def _horizons(n_steps: int) -> list[int]:
 def _full_solution(reduction, system, reference, horizons):
     """`(X, dt, horizons)`: the first reference trajectory, its time step and the checked
     horizons."""
-    if not (hasattr(reference, "states") and hasattr(reference, "dt")):
+    if not isinstance(reference, TrajectoryData):
         raise TypeError(
             f"reference must be a TrajectoryData (the reduced integration needs its dt), "
             f"got {type(reference).__name__}"
@@ -265,20 +289,22 @@ def _psd_baselines(system, X, dt, reduced_dim, integrator):
 
 _LATENT_REPEATS = 25  # timed calls of a latent rollout (their median is reported)
 # Rounds of the interleaved timing of the full and the reduced integration (a few tenths
-# of a second each; one call each varied by up to 30 % between runs, benchmarks/RESULTS.md).
+# of a second each; a single call varies by tens of per cent, so the median is reported).
 _SOLVE_REPEATS = 5
 
 
 def _latent_online_phase(reduction, X):
     """`({metrics}, errors per produced state or None)` of a reduction that carries a
-    learned latent integrator (an `integrator_net` and its `reduced_rollout`:
-    `ReducedIntegrator`, `LiftedIntegrator`), `stride` data steps per application: its rollout from the
+    learned latent integrator (an `AbstractLatentIntegrator`: `ReducedIntegrator`,
+    `LiftedIntegrator`), `stride` data steps per application: its rollout from the
     encoded first state over the horizon, compared with every `stride`-th state of `X`;
     timed (median of 25 compiled calls) with only the final state decoded and with every
     produced state decoded. `({}, None)` for a reduction without one."""
-    net = getattr(reduction, "integrator_net", None)
-    if net is None or not callable(getattr(reduction, "reduced_rollout", None)):
+    if not isinstance(reduction, AbstractLatentIntegrator):
         return {}, None
+    net = reduction.integrator_net
+    # data steps per application: a `LiftedIntegrator`'s `stride` (the latent base
+    # declares none; every other latent integrator steps once per data step)
     S = int(getattr(reduction, "stride", 1))
     n_apply = (int(X.shape[0]) - 1) // S
     if n_apply < 1:
@@ -290,7 +316,7 @@ def _latent_online_phase(reduction, X):
         reduction.reduced_rollout(reduction.encode(z), n_apply + 1)))
     z0 = jax.block_until_ready(X[0])  # sliced once: a slice in the timed call costs as much as the rollout
     # 25 calls of about a millisecond each; their median still varies by tens of per cent
-    # from one compilation to the next (benchmarks/RESULTS.md, "Toda lattice model reduction")
+    # from one compilation to the next
     z_end, last_seconds = timed(lambda: last(z0), repeats=_LATENT_REPEATS)
     Z, every_seconds = timed(lambda: every(z0), repeats=_LATENT_REPEATS)
     rows = _relative_rows(Z, X[::S][: n_apply + 1])
@@ -316,69 +342,42 @@ def evaluate_reduction(
     n_immersion_points: int = 8,
     method: str | AbstractIntegrator = "implicit_midpoint",
 ) -> ReductionEvaluation:
-    r"""Measure a reduction (a trained autoencoder or a PSD) against a full solution.
+    r"""Measure a reduction (a trained autoencoder, a PSD, a latent integrator) against
+    a full solution $X = (x_0, \dots, x_K)$: the first trajectory of `reference`.
 
-    With the full solution $X = (x_0, \dots, x_K)$ (the first trajectory of
-    `reference`, time step $\Delta t$):
-
-    - **projection error** at step $k$: $\lVert\Psi^d(\Psi^e(x_k)) - x_k\rVert /
-      \lVert x_k\rVert$, and over all states $\lVert\Psi^d(\Psi^e(X)) - X\rVert_F /
-      \lVert X\rVert_F$ (`"all"`); split into positions and momenta, each relative to
-      its variation about the mean (`geomlearn.reduction.projection_error_parts`); the
-      same for the plain and the centred PSD (reference state the snapshot mean) of the
-      same reduced dimension, fitted to the same states, as the linear baselines;
-    - **reduction error**: the [`ReducedHamiltonianSystem`][geomlearn.reduction.ReducedHamiltonianSystem]
-      $\dot y = \mathbb{J}_{2n}\nabla(H\circ\Psi^d)(y)$ is integrated from
-      $y_0 = \Psi^e(x_0)$ by `method` with $\Delta t$ for $K$ steps and its decoded
-      solution compared with $X$ in the same way, at the `horizons`, over all states, and
-      as the mean and the maximum over time of the per-state error; the same for both
-      PSDs;
-    - the **loop action**: when $X$ returns to $x_0$
-      (`geomlearn.reduction.orbit_period`: the smallest $\lVert x_k - x_0\rVert$ in the
-      first dip below a tenth of its maximum, after leaving $x_0$), $\oint p\cdot dq$
-      over that period $T$ of $X$ and $\oint\tilde p\, d\tilde q$ of the encoded states
+    - **Projection error** at step $k$: $\lVert\Psi^d(\Psi^e(x_k)) - x_k\rVert /
+      \lVert x_k\rVert$, and $\lVert\Psi^d(\Psi^e(X)) - X\rVert_F / \lVert X\rVert_F$
+      over all states (`"all"`); split into positions and momenta, each relative to its
+      variation about the mean (`geomlearn.reduction.projection_error_parts`).
+    - **Reduction error**: the [`ReducedHamiltonianSystem`][geomlearn.reduction.ReducedHamiltonianSystem]
+      $\dot y = \mathbb{J}_{2n}\nabla(H\circ\Psi^d)(y)$ integrated from
+      $y_0 = \Psi^e(x_0)$ for $K$ steps of $\Delta t$, decoded and compared with $X$ in
+      the same way, and as the mean and maximum over time of the per-state error.
+    - Both also for the plain and the centred PSD of the same reduced dimension fitted
+      to $X$: the linear baselines.
+    - **Loop action**: when $X$ returns to $x_0$ (`geomlearn.reduction.orbit_period`),
+      $\oint p\cdot dq$ over that period and $\oint\tilde p\,d\tilde q$ of the codes
       $\Psi^e(x_k)$ (`geomlearn.reduction.loop_action`). A latent Hamiltonian flow
-      behind a symplectic decoder can only follow the data if the two agree (see the
-      concepts page);
-    - the relative drift of $\tilde H = H\circ\Psi^d$ along the reduced solution, the
-      immersion residual at encoded data states, and the wall time of the reduced and of
-      the full-order integration over the same horizon and their ratio (each the median
-      of 5 compiled calls, the two timed in turns).
+      behind a symplectic decoder can follow the data only if the two agree.
+    - The relative drift of $\tilde H = H\circ\Psi^d$ along the reduced solution, the
+      immersion residual at encoded data states, and the wall times of the reduced and
+      the full-order integration (median of 5 compiled calls each, timed in turns).
+    - A reduction with a **learned latent integrator** ([`ReducedIntegrator`][geomlearn.models.ReducedIntegrator],
+      [`LiftedIntegrator`][geomlearn.models.LiftedIntegrator]; `stride` $S$ data steps
+      per application) is rolled out in its latent space from $\Psi^e(x_0)$ for
+      $\lfloor K/S\rfloor$ applications, each state compared with $x_{jS}$, and timed
+      (median of 25 compiled calls) decoding the final state and every state.
 
-    **Arguments:** `reduction`; `system` (the full canonical system); `reference` (a
-    `TrajectoryData`, whose first trajectory and `dt` are used — the reduced
-    integration needs $\Delta t$);
-    `horizons` (steps; default $K/8, K/4, K/2, K$, reported as times `"t=…"`);
-    `n_immersion_points`; `method` (a `geomlearn.integrators.AbstractIntegrator` or its
-    name).
+    **Arguments:**
 
-    **Returns:** a [`ReductionEvaluation`][geomlearn.evaluation.ReductionEvaluation] with
-    the keys `"model"`, `"system"`, `"structure"`, `"full_dim"`, `"reduced_dim"`,
-    `"n_steps"`, `"dt"`, `"projection_error"`, `"psd_projection_error"` (plain PSD),
-    `"centred_psd_projection_error"`, `"reduction_error"`, `"psd_reduction_error"`
-    (centred PSD; each `{"t=…": e, …, "all": e}`), `"projection_error_q"`,
-    `"projection_error_p"`, `"reduction_error_mean"`, `"reduction_error_max"`,
-    `"psd_reduction_error_mean"`, `"psd_reduction_error_max"` (the centred PSD),
-    `"plain_psd_reduction_error_mean"`, `"plain_psd_reduction_error_max"`, `"period"`,
-    `"full_action"`, `"code_loop_action"` (the three `None` for data that do not return),
-    `"latent_vector_field_error"` (`geomlearn.reduction.latent_vector_field_error` on
-    the data),
-    `"reduction_failed"` (`None` or why), `"reduced_energy_drift"`,
-    `"immersion_residual"`, `"immersion_points"`, `"immersion_passed"`,
-    `"reduced_seconds"`, `"full_order_seconds"`, `"speedup"` and its alias
-    `"online_speedup"` (full-order over reduced wall time), `"reference_method"`.
+    - `reduction`; `system`: the full canonical system.
+    - `reference`: a `TrajectoryData`, whose first trajectory and $\Delta t$ are used.
+    - `horizons`: steps (default $K/8, K/4, K/2, K$, reported as times `"t=…"`).
+    - `n_immersion_points`: the encoded states where the immersion is checked.
+    - `method`: the integrator of the reduced system (an `AbstractIntegrator` or a name).
 
-    A reduction that carries a **learned latent integrator** (an `integrator_net` and a
-    `reduced_rollout` method: [`ReducedIntegrator`][geomlearn.models.ReducedIntegrator],
-    [`LiftedIntegrator`][geomlearn.models.LiftedIntegrator]; `stride` $S$ data steps
-    per application, 1 if it has none) is also rolled out in its latent space from
-    $\Psi^e(x_0)$ for $\lfloor K/S\rfloor$ applications, each produced state compared
-    with $x_{jS}$, and timed (median of 25 compiled calls) with the final state decoded
-    and with every produced state decoded: `"latent_stride"`, `"latent_steps"`,
-    `"latent_error_mean"`, `"latent_error_max"`, `"latent_error_end"`,
-    `"latent_seconds"`, `"latent_seconds_every"`, `"latent_online_speedup"` and
-    `"latent_online_speedup_every"` (the full-order time over each); `series["latent"]`
-    holds its errors per produced state.
+    **Returns:** a [`ReductionEvaluation`][geomlearn.evaluation.ReductionEvaluation] (its
+    keys are listed there).
     """
     integrator = as_integrator(method)
     X, dt, horizons = _full_solution(reduction, system, reference, horizons)

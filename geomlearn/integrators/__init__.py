@@ -1,10 +1,9 @@
 r"""Classical reference integrators, vectorised over initial conditions.
 
-`integrate(system, z0, dt, n_steps, method=...)` advances one state `(dim,)` or a batch
-`(B, dim)` by `n_steps` steps of size `dt`, in one jit-compiled `lax.scan` vectorised
-with `jax.vmap`. A method is an integrator object (an `AbstractIntegrator`, which says
-its `order` and whether it is `symplectic`, `implicit` or needs a `separable` system) or
-its name, turned into the object once:
+`integrate(system, z0, dt, n_steps, method=...)` advances a state `(dim,)` or a batch
+`(B, dim)` by `n_steps` steps of size `dt` in one jit-compiled, vmapped `lax.scan`. A
+method is an `AbstractIntegrator` (which says its `order` and whether it is `symplectic`,
+`implicit` or needs a `separable` system) or its name, turned into the object once:
 
 | object | name | order | symplectic | needs |
 |---|---|---|---|---|
@@ -18,28 +17,24 @@ its name, turned into the object once:
 | `GaussLegendre4()` | `"gauss_legendre4"` | 4 | yes | — |
 | `GaussLegendre6()` | `"gauss_legendre6"` | 6 | yes | — |
 
-"Symplectic" means symplectic for canonical Hamiltonian systems. The implicit
-Runge–Kutta methods (implicit midpoint is the one-stage Gauss–Legendre method) also
-preserve every quadratic invariant exactly — the rigid body's Casimir $|z|^2$ and
-energy — up to the accuracy of the stage solve and round-off. (None of these methods
-is exactly volume-preserving for general divergence-free fields.)
+"Symplectic" means symplectic for canonical Hamiltonian systems (none of these methods
+is exactly volume-preserving for general divergence-free fields). The implicit
+Runge–Kutta methods (implicit midpoint is the one-stage Gauss–Legendre method) also keep
+every quadratic invariant (the rigid body's Casimir $|z|^2$ and energy) up to the
+accuracy of the stage solve and round-off.
 
 Explicit symplectic methods use $\nabla T$ and $\nabla V$ of a separable system
-(`AbstractSeparableSystem`); asking for one on any other system raises `ValueError`.
-The implicit methods solve their stage equations by a bounded fixed-point iteration
-(at most `MAX_FIXED_POINT_ITERATIONS` per step) down to the round-off floor; a step
-whose last update still changed the state by more than `128·eps` of its size raises
-`IntegrationError` naming the step and trajectory (stiff problems need a smaller `dt`
-or more `substeps`).
+(`AbstractSeparableSystem`); on any other system they raise `ValueError`. The implicit
+methods solve their stage equations by a bounded fixed-point iteration (at most
+`MAX_FIXED_POINT_ITERATIONS` per step) down to the round-off floor; a step whose last
+update still changed the state by more than `128·eps` of its size raises
+`IntegrationError` naming the step and trajectory (use a smaller `dt` or more `substeps`).
 
-Reference: E. Hairer, C. Lubich, G. Wanner, *Geometric Numerical Integration*, 2nd ed.,
-Springer 2006 (chapters II, VI).
+Reference: Hairer, Lubich, Wanner, *Geometric Numerical Integration*, 2nd ed., Springer 2006.
 
 ```python
 >>> from geomlearn.systems import Pendulum
->>> states = integrate(Pendulum(), jnp.array([1.0, 0.0]), 0.1, 100)
->>> states.shape
-(101, 2)
+>>> states = integrate(Pendulum(), jnp.array([1.0, 0.0]), 0.1, 100)  # (101, 2)
 >>> states = integrate(Pendulum(), jnp.array([1.0, 0.0]), 0.1, 100, method=Yoshida4())
 ```
 """

@@ -1,4 +1,4 @@
-"""The container of model files and checkpoints: magic, version, header, sections, checksum.
+r"""The container of model files and checkpoints: magic, version, header, sections, checksum.
 
 | bytes            | content                                                        |
 |------------------|----------------------------------------------------------------|

@@ -16,21 +16,45 @@ Migrations chain: a file of layout 1 of a class now at layout 3 goes through the
 migrations from 1 and from 2. A file of a layout newer than this geomlearn knows fails
 with a one-line error naming the layout and asking for an upgrade. See
 `docs/persistence.md` for the compatibility rule these serve.
+
+A transformer's `positional_encoding=True` meant another position signal in several
+layouts; a file records today the resolved signal by name, never `True`, and the strips
+rebuild an older file's `True` with the signal it meant then. The two signals only such
+files hold (`PositionBiasEveryLayer`, `"bias-light"`; `WidePositionBiasEveryLayer`,
+`"bias-every-layer"`) live here and are registered as retired placements, so that a file
+that names them (such a model saved again) loads too; they are not shorthands.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Callable, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ..layers._position_signal import (
+    N_POSITION_FEATURES,
+    AbstractPositionBias,
+    PositionAmplitude,
+    PositionBias,
+    PositionSplitAmplitude,
+    register_retired_placement,
+)
 from ..models._base import AbstractModel
 from ._container import PersistenceError
 
-__all__ = ["file_layout", "migration_skeleton", "migrate", "MIGRATIONS"]
+__all__ = [
+    "file_layout",
+    "migration_skeleton",
+    "migrate",
+    "MIGRATIONS",
+    "LAYOUTS",
+    "RETIRED_PLACEMENTS",
+    "PositionBiasEveryLayer",
+    "WidePositionBiasEveryLayer",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,42 +77,73 @@ def _lagrangian_fill(model):
                        is_leaf=lambda x: x is None)
 
 
-def _layerwise_position_strip(skeleton, header):
-    """A transformer of layout 1 with `positional_encoding=True` or `"bias"` held the
-    earlier design of the position bias: eight features in every row-wise layer. Its
-    skeleton is rebuilt with `positional_encoding="bias-every-layer"`, the placement that
-    is that design today (the loaded model reports it in its `config()`)."""
-    if not skeleton.signal.select((0,)):  # no position bias: unchanged
-        return skeleton
-    return _rebuilt_with(skeleton, "bias-every-layer")
+# ---------------------------------------------------- position signals of earlier files
 
 
-def _saved_with_true(header) -> bool:
-    """Whether the file saved the model with `positional_encoding=True` (what `True`
-    meant depends on the layout; a named placement means the same in every layout)."""
-    return (header.get("config") or {}).get("positional_encoding") is True
+class PositionBiasEveryLayer(AbstractPositionBias):
+    r"""`"bias-light"`, the meaning of `positional_encoding=True` of the symplectic and
+    standard transformers in files of layout 2: two features $e_t$ in every row-wise
+    layer, a shift of a gradient layer's argument. Kept so that those files load."""
+
+    name: ClassVar[str] = "bias-light"
+    features: ClassVar[int] = N_POSITION_FEATURES
+    every_layer: ClassVar[bool] = True
+    through_argument: ClassVar[bool] = True
 
 
-def _rebuilt_with(skeleton, placement: str):
-    """`skeleton` rebuilt with `positional_encoding=placement` (its other arguments and
+class WidePositionBiasEveryLayer(AbstractPositionBias):
+    r"""`"bias-every-layer"`, the meaning of `positional_encoding=True` (and `"bias"`) of
+    the transformers in files of layout 1: eight features in every row-wise layer, a
+    bias $G e_t$ of a gradient layer's pre-activation. Kept so that those files load."""
+
+    name: ClassVar[str] = "bias-every-layer"
+    features: ClassVar[int] = 8
+    every_layer: ClassVar[bool] = True
+    through_argument: ClassVar[bool] = False
+
+
+#: The signals only files of earlier layouts record, by name.
+RETIRED_PLACEMENTS = {
+    s.name: register_retired_placement(s)
+    for s in (PositionBiasEveryLayer(), WidePositionBiasEveryLayer())
+}
+
+
+def _saved_as(header):
+    """What the file recorded as `positional_encoding` (`None` when absent)."""
+    return (header.get("config") or {}).get("positional_encoding")
+
+
+def _rebuilt_with(skeleton, signal):
+    """`skeleton` rebuilt with `positional_encoding=signal` (its other arguments and
     its dtype unchanged)."""
-    config = {**skeleton.config(), "positional_encoding": placement}
+    config = {**skeleton.config(), "positional_encoding": signal}
     config["dtype"] = next(leaf.dtype for leaf in jax.tree_util.tree_leaves(skeleton))
     return eqx.filter_eval_shape(lambda: type(skeleton)(**config, key=jax.random.PRNGKey(0)))
 
 
-def _true_was(placement: str) -> Callable:
-    """The strip for a layout in which `positional_encoding=True` meant `placement`: a
-    file saved with `True` is read into a skeleton rebuilt with `placement` by name, the
-    same map (the loaded model reports the name in its `config()`). Decided on the
-    file's own record, so that the strips of several layouts chain: a linear symplectic
-    transformer of layout 2 saved with `True` passes `"bias"` (layout 3) on its way to
-    `"bias-light"` (layout 2)."""
+def _layerwise_position_strip(skeleton, header):
+    """A transformer of layout 1 saved with `positional_encoding=True` or `"bias"` held
+    the earlier design of the position bias, eight features in every row-wise layer: its
+    skeleton is rebuilt with `WidePositionBiasEveryLayer()`, the same map."""
+    saved = _saved_as(header)
+    if saved is True or saved == "bias":
+        return _rebuilt_with(skeleton, WidePositionBiasEveryLayer())
+    return skeleton
+
+
+def _true_was(signal) -> Callable:
+    """The strip for a layout in which `positional_encoding=True` meant `signal`: a file
+    saved with `True` is read into a skeleton rebuilt with `signal`, the same map (the
+    loaded model reports its name in its `config()`). Decided on the file's own record,
+    so that the strips of several layouts chain: a linear symplectic transformer of
+    layout 2 saved with `True` passes `"amplitude"` and `"bias"` on its way to
+    `"bias-light"`."""
 
     def strip(skeleton, header):
-        return _rebuilt_with(skeleton, placement) if _saved_with_true(header) else skeleton
+        return _rebuilt_with(skeleton, signal) if _saved_as(header) is True else skeleton
 
-    strip.__name__ = f"_true_was_{placement.replace('-', '_')}"
+    strip.__name__ = f"_true_was_{type(signal).__name__}"
     return strip
 
 
@@ -114,31 +169,28 @@ def _reduced_integrator_strip(skeleton, header):
                        _autoencoder_strip(skeleton.autoencoder))
 
 
-#: The current layout of each class whose arrays have changed (others are at layout 1).
+#: The current layout of each class whose arrays or configuration changed (others: 1).
 LAYOUTS = {
     # 2: the learned constant mass matrix `mass` (files of layout 1 have no `mass`; they
     # load with the identity, the value a new network starts from)
     "LagrangianNeuralNetwork": 2,
-    # 2: `positional_encoding=True` is a position bias of two features (`"bias-light"`,
-    # every row-wise layer; `"bias"`: once per unit); files of layout 1 with `True` or
-    # `"bias"` held eight features in every row-wise layer and load as
-    # `positional_encoding="bias-every-layer"`, the same map
-    # 3: `True` is `"amplitude"`; files of layout 2 with `True` held `"bias-light"` and
-    # load as it, the same map
-    "SymplecticTransformer": 3,
-    # 3: `positional_encoding=True` was `"bias"` (once per unit); files of layout 2 with
-    # `True` held `"bias-light"` and load as it, the same map
-    # 4: `True` is `"amplitude"`; files of layout 3 with `True` held `"bias"` and load as
-    # it, the same map
-    "LinearSymplecticTransformer": 4,
-    # 2: as for the symplectic transformer (files of layout 1 with `True` or `"bias"`
-    # load as `"bias-every-layer"`)
-    # 3: `True` is `"amplitude"`; files of layout 2 with `True` held `"bias-light"` and
-    # load as it, the same map
-    "Transformer": 3,
-    # 2: `positional_encoding=True` is `"split-amplitude"`; files of layout 1 with `True`
-    # held `"bias"` (once per unit) and load as it, the same map
-    "VolumePreservingTransformer": 2,
+    # 2: files of layout 1 with `positional_encoding=True` or `"bias"` held eight
+    # features in every row-wise layer and load as `"bias-every-layer"`
+    # 3: files of layout 2 with `True` held `"bias-light"` and load as it
+    # 4: the configuration records the resolved signal, never `True`; files of layout 3
+    # with `True` held `"amplitude"` and load as it
+    "SymplecticTransformer": 4,
+    # 3: files of layout 2 with `True` held `"bias-light"`; 4: of layout 3, `"bias"`;
+    # 5: the resolved signal, never `True`; files of layout 4 with `True` held
+    # `"amplitude"`
+    "LinearSymplecticTransformer": 5,
+    # 2 and 3: as for the symplectic transformer; 4: the resolved signal, never `True`;
+    # files of layout 3 with `True` held `"amplitude"`
+    "Transformer": 4,
+    # 2: files of layout 1 with `True` held `"bias"` (once per unit) and load as it;
+    # 3: the resolved signal, never `True`; files of layout 2 with `True` held
+    # `"split-amplitude"`
+    "VolumePreservingTransformer": 3,
     # 2: the reference state `reference` and the loss weights `loss_weights` of the
     # symplectic autoencoder (files of layout 1 have neither; they load with zero and
     # ones, which is what an autoencoder of layout 1 computed)
@@ -146,19 +198,23 @@ LAYOUTS = {
     "ReducedIntegrator": 2,
 }
 
+_SYMPLECTIC_AND_STANDARD = ("SymplecticTransformer", "LinearSymplecticTransformer", "Transformer")
+
 #: `(class name, layout) -> Migration` to the next layout.
 MIGRATIONS = {
     ("LagrangianNeuralNetwork", 1): Migration(_lagrangian_strip, _lagrangian_fill),
-    **{
-        (name, 1): Migration(_layerwise_position_strip, _unchanged)
-        for name in ("SymplecticTransformer", "LinearSymplecticTransformer", "Transformer")
-    },
-    **{
-        (name, 2): Migration(_true_was("bias-light"), _unchanged)
-        for name in ("SymplecticTransformer", "LinearSymplecticTransformer", "Transformer")
-    },
-    ("LinearSymplecticTransformer", 3): Migration(_true_was("bias"), _unchanged),
-    ("VolumePreservingTransformer", 1): Migration(_true_was("bias"), _unchanged),
+    **{(name, 1): Migration(_layerwise_position_strip, _unchanged)
+       for name in _SYMPLECTIC_AND_STANDARD},
+    **{(name, 2): Migration(_true_was(PositionBiasEveryLayer()), _unchanged)
+       for name in _SYMPLECTIC_AND_STANDARD},
+    ("LinearSymplecticTransformer", 3): Migration(_true_was(PositionBias()), _unchanged),
+    ("VolumePreservingTransformer", 1): Migration(_true_was(PositionBias()), _unchanged),
+    # the last meaning `True` had in a file: since then files record the resolved signal
+    ("SymplecticTransformer", 3): Migration(_true_was(PositionAmplitude()), _unchanged),
+    ("LinearSymplecticTransformer", 4): Migration(_true_was(PositionAmplitude()), _unchanged),
+    ("Transformer", 3): Migration(_true_was(PositionAmplitude()), _unchanged),
+    ("VolumePreservingTransformer", 2): Migration(_true_was(PositionSplitAmplitude()),
+                                                  _unchanged),
     ("SymplecticAutoencoder", 1): Migration(_autoencoder_strip, _autoencoder_fill),
     ("ReducedIntegrator", 1): Migration(_reduced_integrator_strip, _unchanged),
 }

@@ -3,7 +3,7 @@
 `save` records `model.config()` (activations by name, tuples and lists tagged) in the
 header; `load` rebuilds a skeleton `cls(**config, key=...)` with
 `equinox.filter_eval_shape` (no parameters are initialised) and fills its array leaves
-from the file. The class is looked up by name in `geomlearn.models._catalogue`.
+from the file. The class is looked up by name in the registry of `geomlearn.models._base`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ import numpy as np
 
 from .._activations import activation_name, resolve_activation
 from .._version import __version__
-from ..models._base import AbstractModel
-from ..models._catalogue import model_class
+from ..models._base import AbstractModel, model_class
 from ._migrations import file_layout, migrate, migration_skeleton
 from ._container import PersistenceError, deserialise, read_container, serialise, write_container
 

@@ -9,6 +9,17 @@ from .resnet import *  # noqa: F403
 from .ridge import *  # noqa: F403
 from .sympnet import *  # noqa: F403
 from .volume_preserving import *  # noqa: F403
+from ._position_signal import (
+    AbstractPositionSignal,
+    Conjugate,
+    InputTable,
+    NoSignal,
+    PositionAmplitude,
+    PositionBias,
+    PositionSplitAmplitude,
+    ScaledTable,
+)
+from ._vp_attention import AbstractWeighting, ArbitraryWeighting, SkewWeighting
 
 __all__ = [
     *positional.__all__,
@@ -19,4 +30,7 @@ __all__ = [
     *resnet.__all__,
     *volume_preserving.__all__,
     *attention.__all__,
+    # the options of the positional encoding and of the attention's weighting
+    *(name for name, obj in list(globals().items()) if isinstance(obj, type)
+      and issubclass(obj, (AbstractPositionSignal, AbstractWeighting))),
 ]

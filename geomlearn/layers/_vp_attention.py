@@ -25,8 +25,19 @@ __all__ = [
     "SkewWeighting",
     "ArbitraryWeighting",
     "VolumePreservingAttention",
+    "check_window",
     "weighting_from",
 ]
+
+
+def check_window(name: str, Z, dim: int) -> None:
+    """`TypeError` unless `Z` is floating, `ValueError` unless it is one window
+    `(T, dim)` with `T >= 1` (the check of the volume-preserving attention and
+    transformer, `name` the class named in the message)."""
+    check_floating(f"{name} input", Z)
+    check_last_dim(name, Z, dim, ndim=(2,))
+    if Z.shape[0] < 1:
+        raise ValueError(f"{name} expects a window with T >= 1 rows, got shape {Z.shape}")
 
 
 class AbstractWeighting(eqx.Module):
@@ -160,82 +171,42 @@ def weighting_from(weighting) -> AbstractWeighting:
 class VolumePreservingAttention(eqx.Module):
     r"""Volume-preserving attention: $Z \mapsto \Lambda(Z)^\top Z$ with a Cayley transform.
 
-    For a window $Z \in \mathbb{R}^{T \times d}$ (rows $z_1, \dots, z_T$) the layer forms
-    the $T \times T$ correlation matrix and its Cayley transform,
-    $$C = Z A Z^\top, \quad\text{i.e. } c_{ij} = z_i^\top A z_j, \qquad
+    For a window $Z \in \mathbb{R}^{T \times d}$ (rows $z_1, \dots, z_T$),
+    $$C = Z A Z^\top \ (c_{ij} = z_i^\top A z_j), \qquad
       \Lambda = \operatorname{Cayley}(C) = (I - C)(I + C)^{-1},$$
-    and returns $\Lambda^\top Z$: every output state is a combination of the input states
-    of the window, $\tilde z_j = \sum_i \Lambda_{ij} z_i$ (the paper's $Z \mapsto Z\Lambda$
-    with states as columns). There is no residual connection (adding the input would
-    break volume preservation) and no softmax.
+    and the output is $\Lambda^\top Z$, $\tilde z_j = \sum_i \Lambda_{ij} z_i$ (no
+    residual connection, no softmax). With `weighting="skew"` (default) $A$ is a learned
+    skew-symmetric matrix ($d(d-1)/2$ parameters), $C$ is skew and $\Lambda$ orthogonal.
+    *Volume.* $C$ is invariant, $C(\Lambda^\top Z) = \Lambda^\top C \Lambda = C$, so
+    $f_s(Z) = \operatorname{Cayley}(sC(Z))^\top Z$, $s \in [0, 1]$, is the flow of
+    $V_s(Y) = K_s(C(Y))\,Y$ with $K_s(C) = 2C(I - s^2C^2)^{-1}$, odd in $C$; a field
+    $Y \mapsto C(Y)^m Y$ with $m$ odd has a divergence made of traces of odd powers of a
+    skew matrix, which vanish, so $\operatorname{div} V_s = 0$ and, by Liouville's
+    theorem, the layer preserves volume for every $A$, $T$ and $d$. The invariance also
+    gives the exact inverse $Z = \Lambda(Y)\,Y$ (`inverse`).
 
-    **`weighting="skew"`** (default): $A \in \mathbb{R}^{d \times d}$ is a learnable
-    **skew-symmetric** matrix ($d(d-1)/2$ parameters), so $C$ is skew, $\Lambda$ is
-    orthogonal with $\det\Lambda = 1$, and the layer **preserves volume** on
-    $\mathbb{R}^{T \times d}$ for every $A$, every $T$ and every $d$. No $1/\sqrt d$
-    factor is applied, as in the paper's definition $\Lambda = \operatorname{Cayley}
-    (Z^\top A Z)$ (states as columns there); a constant factor would only rescale the
-    free matrix $A$.
-
-    *Why the volume is preserved.* The paper notes that for a fixed $\Lambda$ the map is
-    multiplication by the orthogonal matrix $I_d \otimes \Lambda^\top$; since $\Lambda$
-    depends on $Z$, the full Jacobian has a second term, and the argument can be
-    completed as follows. (i) $C$ is invariant:
-    $C(\Lambda^\top Z) = \Lambda^\top C \Lambda = C$, because $\Lambda$ is orthogonal and
-    commutes with $C$. (ii) Hence $f_s(Z) = \operatorname{Cayley}(sC(Z))^\top Z$,
-    $s \in [0, 1]$, is the flow of the time-dependent field
-    $V_s(Y) = K_s(C(Y))\,Y$ with $K_s(C) = 2C(I - s^2C^2)^{-1}$, an odd function of $C$.
-    (iii) A field $Y \mapsto C(Y)^m Y$ with $m$ odd has divergence
-    $d\operatorname{tr}C^m + \sum_{r=0}^{m-1}\big(\operatorname{tr}C^r\operatorname{tr}
-    C^{m-r} - (-1)^{m-1-r}\operatorname{tr}C^m\big)$, and traces of odd powers of a skew
-    matrix vanish, so it is $0$ (this uses $A^\top = -A$). Expanding $K_s$ in odd powers
-    of $C$ shows $\operatorname{div} V_s = 0$ where the series converges, hence
-    everywhere (the divergence is real-analytic in $Y$). By Liouville's theorem
-    $f = f_1$ preserves volume. (i) also gives the
-    exact inverse $Z = \Lambda(Y)\,Y$ for $Y = \Lambda(Z)^\top Z$
-    (`inverse`). The test suite checks
-    $|\det J - 1| \le 10^{-12}$ in float64 for many $T$, $d$ and parameters.
-
-    **`weighting="arbitrary"`** reproduces the other variant of GeometricMachineLearning.jl
-    (its `skew_sym=false`): $A$ is a full $d \times d$ matrix ($d^2$ parameters) and
-    $$c_{ij} = \frac{z_i^\top A z_j}{\sqrt d} \ (i > j), \qquad C = L - L^\top$$
-    from the strict lower triangle $L$. $C$ is skew, so $\Lambda$ is still orthogonal, but
-    $C$ is no longer invariant and **the layer does not preserve volume** ($\det J$ is
-    far from 1 on random inputs; the published proof covers only the skew weighting).
-    It is kept for comparison with that package and the paper's experiments.
-
-    **Cayley transform:** exact for every $T$. For $T \le 3$ it uses the closed form
-    $\Lambda = I + 2(C^2 - C)/(1 + \tfrac12\|C\|_F^2)$ (valid because $C^3 =
-    -\tfrac12\|C\|_F^2\, C$ for a skew matrix of size $\le 3$): no linear solve, so a
-    long rollout makes no LAPACK call per step, and it is accurate for every size of $C$.
-    For $T \ge 4$ it uses `jnp.linalg.solve` ($I + C$ is always invertible: its
-    symmetric part is $I$). Both are differentiable and run on every backend.
+    `weighting="arbitrary"` (GeometricMachineLearning.jl's `skew_sym=false`): a full
+    $A$ ($d^2$ parameters) and $C = L - L^\top$ from the strict lower triangle $L$ of
+    $Z A Z^\top/\sqrt d$; $\Lambda$ is orthogonal but $C$ is not invariant, so the layer
+    does **not** preserve volume and has no closed-form inverse. The Cayley transform is
+    the closed form $I + 2(C^2 - C)/(1 + \tfrac12\|C\|_F^2)$ for $T \le 3$ (no solve)
+    and `jnp.linalg.solve` above.
 
     Brantner, de Romemont, Kraus, Li, *Volume-Preserving Transformers for Learning Time
     Series Data with Structure*, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166.
 
-    **Arguments:**
+    **Arguments:** `dim` ($d \ge 1$); `weighting`: `"skew"`, `"arbitrary"` or a
+    weighting object (`SkewWeighting()`, `ArbitraryWeighting()`), resolved once here;
+    `key`; `dtype` (`None`: JAX's default float). Parameters `weight`, initialised
+    $U(-1/\sqrt d, 1/\sqrt d)$: the entries of $A$ below the diagonal row by row
+    (skew, $A = S - S^\top$) or the full matrix.
 
-    - `dim`: the state dimension $d \ge 1$.
-    - `weighting`: `"skew"` (volume-preserving) or `"arbitrary"` (not; see above). The
-      name is turned into a weighting object once, here (`SkewWeighting` or
-      `ArbitraryWeighting` of `geomlearn.layers._vp_attention`; such an object is
-      accepted too).
-    - `key`: a JAX PRNG key; `dtype`: the parameter dtype (`None`: JAX's default float).
-
-    **Parameters:** `weight`: for `"skew"` the $d(d-1)/2$ entries of $A$ below the
-    diagonal (row by row, $A = S - S^\top$); for `"arbitrary"` the full $d \times d$ matrix.
-    Initialised $U(-1/\sqrt d, 1/\sqrt d)$.
-
-    **Call:** `attention(Z)` with `Z` of shape `(T, dim)`, any `T ≥ 1`; returns
-    $\Lambda(Z)^\top Z$ with the same shape and dtype.
-    `weights(Z)` returns $\Lambda(Z)$; `attention.weighting` is the weighting's name.
+    **Call:** `attention(Z)`, `Z` `(T, dim)` with any `T ≥ 1`, returns
+    $\Lambda(Z)^\top Z$ in `Z`'s shape and dtype; `weights(Z)` is $\Lambda(Z)$.
 
     ```python
     att = VolumePreservingAttention(3, key=jax.random.PRNGKey(0))
-    Z = jax.random.normal(jax.random.PRNGKey(1), (5, 3))
-    Y = att(Z)
-    att.inverse(Y)   # ≈ Z
+    att.inverse(att(Z))   # ≈ Z
     ```
     """
 
@@ -269,13 +240,6 @@ class VolumePreservingAttention(eqx.Module):
         """The weighting matrix $A$ (skew-symmetric for `weighting="skew"`)."""
         return self.scheme.matrix(self.weight, self.dim)
 
-    def _check(self, Z) -> None:
-        name = type(self).__name__
-        check_floating(f"{name} input", Z)
-        check_last_dim(name, Z, self.dim, ndim=(2,))
-        if Z.shape[0] < 1:
-            raise ValueError(f"{name} expects a window with T >= 1 rows, got shape {Z.shape}")
-
     def correlation(self, Z: Float[Array, "T dim"]) -> Float[Array, "T T"]:
         r"""The skew $T \times T$ matrix $C(Z)$ that is fed to the Cayley transform.
 
@@ -283,7 +247,7 @@ class VolumePreservingAttention(eqx.Module):
         $C = K - K^\top$ with $K = Z S Z^\top$ (skew, where $A = S - S^\top$) or with
         $K$ the strict lower triangle of $Z A Z^\top/\sqrt d$ (arbitrary).
         """
-        self._check(Z)
+        check_window(type(self).__name__, Z, self.dim)
         return self.scheme.correlation(self.weight.astype(Z.dtype), Z)
 
     def weights(self, Z: Float[Array, "T dim"]) -> Float[Array, "T T"]:

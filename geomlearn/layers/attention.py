@@ -325,45 +325,20 @@ class SymplecticAttentionQ(_SymplecticAttention):
     r"""Nonlinear symplectic attention, $Q$ update: $Q \leftarrow Q + \nabla_P F(P)$.
 
     With $Z = [\,Q \mid P\,]$, $Q, P \in \mathbb{R}^{T \times n}$, the positions are
-    sheared by the gradient of a scalar potential of the momenta, $X = P$ below.
-
-    The potential is the "matrix softmax" of the correlation matrix $C = X A X^\top$:
+    sheared by the gradient of a scalar potential of the momenta ($X = P$ below), the
+    "matrix softmax" of the correlation matrix $C = X A X^\top \in \mathbb{R}^{T\times T}$:
 
     $$F(X) = \frac{T}{2}\,\log \sum_{s,t=1}^{T} \exp\big(C_{st}\big), \qquad
-      C = X A X^\top \in \mathbb{R}^{T \times T},$$
-
-    with $A \in \mathbb{R}^{n \times n}$ symmetric (built from $n(n+1)/2$ unconstrained
-    weights). Its gradient is an attention:
-
-    $$\nabla_X F(X) = T\, W X A, \qquad
+      \nabla_X F(X) = T\, W X A, \qquad
       W_{st} = \frac{\exp(C_{st})}{\sum_{s',t'} \exp(C_{s't'})},$$
 
-    i.e. row $t$ receives $\sum_s (T W_{ts})\, A x_s$, a weighted combination of the
-    transformed states of all positions. The update is computed as a true gradient
-    (`jax.grad` of $F$, with a numerically stable logsumexp), so the layer is exactly
-    symplectic on the product space for every $A$ and every window length $T$.
-
-    Design choices:
-
-    - **Symmetric $A$.** Any $A$ would give a potential, hence a symplectic map. With a
-      symmetric $A$, $C$ and $W$ are symmetric and the gradient is the attention above
-      ($n(n+1)/2$ parameters); the antisymmetric part $K$ of a general $A$ would enter
-      $F$ only through the factors $\cosh(x_s^\top K x_t)$ of the pairs
-      $\exp(C_{st}) + \exp(C_{ts})$, for $n(n-1)/2$ more parameters.
-    - **The factor $T/2$.** The weights $W$ sum to one over all $T^2$ pairs, so the rows
-      of $W$ sum to $1/T$ on average and, without the factor $T$, the update would fade
-      as the window grows. With it, the rows of $TW$ sum to one on average and the
-      *mean* update over the rows is bounded by $\|A\|_2 \max_s \|x_s\|$ for every
-      $T$ (a peaked $W$ can still move a single row by up to $T\|A\|_2\max_s\|x_s\|$).
-      The $1/2$ cancels the 2 from differentiating the quadratic form. Both are
-      constants, so $F$ is still a potential and the map is still a symplectic shear.
-    - No $1/\sqrt{n}$ temperature: it would only rescale the learned $A$.
-
-    GeometricMachineLearning.jl also has a column-wise-softmax variant; it is not the
-    gradient of any potential and is *not* symplectic, so it is not offered here.
-
-    The layer is permutation-equivariant along time (reordering the rows of $Z$ reorders
-    the output rows the same way) and accepts any window length $T$.
+    with $A \in \mathbb{R}^{n \times n}$ symmetric (built from $n(n+1)/2$ unconstrained
+    weights): row $t$ receives $\sum_s (T W_{ts})\, A x_s$, an attention over all
+    positions. The update is a true gradient (`jax.grad` of $F$ with a stable
+    logsumexp), so the layer is exactly symplectic on the product space for every $A$
+    and every window length $T$, and permutation-equivariant along time. The factor $T$
+    keeps the mean update bounded as $T$ grows (see the concepts page "Symplecticity and
+    the product space").
 
     **Arguments:**
 
@@ -394,7 +369,7 @@ class SymplecticAttentionP(_SymplecticAttention):
     With $Z = [\,Q \mid P\,]$, $Q, P \in \mathbb{R}^{T \times n}$, the momenta are sheared
     by the gradient of a scalar potential of the positions.
 
-    Everything else (the potential $F$, its gradient, the design choices) is as for
+    Everything else (the potential $F$ and its gradient) is as for
     [`SymplecticAttentionQ`][geomlearn.layers.SymplecticAttentionQ], with $X = Q$:
 
     $$P \leftarrow P + T\, W Q A, \qquad

@@ -20,50 +20,30 @@ __all__ = ["HenonLayer"]
 class HenonLayer(AbstractSymplecticLayer):
     r"""Four iterations of the Hénon-like map $H_h[V, \eta]$ with a learned potential $V$.
 
-    With $z = (x, y) = (q, p)$, $x, y \in \mathbb{R}^n$, the Hénon-like map is
+    With $z = (x, y) = (q, p)$, $x, y \in \mathbb{R}^n$,
 
     $$H_h[V, \eta](x, y) = \big(y + \eta,\; -x + h\,\nabla V(y)\big),$$
 
-    with a one-hidden-layer scalar network $V(y) = a^\top \sigma(K y + b)$ (its gradient
-    $\nabla V(y) = K^\top\big(a \odot \sigma'(Ky + b)\big)$ is taken by `jax.grad`) and a
-    shift $\eta \in \mathbb{R}^n$. The layer is $H_h^4 = H_h \circ H_h \circ H_h \circ H_h$, as in
-    Burby, Tang and Maulik, *Fast neural Poincaré maps for toroidal magnetic fields*,
-    Plasma Phys. Control. Fusion 63 (2020).
+    a one-hidden-layer potential $V(y) = a^\top \sigma(K y + b)$ (differentiated by
+    `jax.grad`) and a shift $\eta \in \mathbb{R}^n$; the layer is $H_h^4$. The Jacobian
+    $\begin{pmatrix} 0 & I \\ -I & h\nabla^2 V \end{pmatrix}$ of $H_h$ preserves
+    $\mathbb{J}$ because $\nabla^2 V$ is symmetric: the layer is symplectic for **every**
+    parameter value and every step size $h$ (`h=None`: $h = 1$). $h$ scales $\nabla V$
+    only, so at $h = 0$ the four iterations are the identity whatever $\eta$; to first
+    order in $h$ the layer is the time-$h$ flow of $-W(p) - W(q - \eta)$ with
+    $W(y) = V(y) + V(-y - \eta)$. The inverse applies
+    $H_h^{-1}(x', y') = \big(h\nabla V(x' - \eta) - y',\; x' - \eta\big)$ four times.
 
-    **Why it is symplectic.** The Jacobian of $H_h$ is
-    $M = \begin{pmatrix} 0 & I \\ -I & h\nabla^2 V \end{pmatrix}$, and since the Hessian
-    $\nabla^2 V$ is symmetric, $M^\top \mathbb{J} M = \mathbb{J}$ — for **every** parameter
-    value and **every** $h$.
-
-    **The step size** `h` multiplies $\nabla V$ only (the map is the Hénon map of the
-    potential $hV$, so it stays symplectic); `h=None` means $h = 1$. The shift is not
-    scaled: with $h = 0$ four iterations give $(x, y) \mapsto (y + \eta, -x) \mapsto
-    (-x + \eta, -y - \eta) \mapsto (-y, x - \eta) \mapsto (x, y)$, the identity, whatever
-    $\eta$. To first order in $h$ the layer is the time-$h$ flow of the separable
-    Hamiltonian $-W(p) - W(q - \eta)$ with $W(y) = V(y) + V(-y - \eta)$:
-
-    $$\text{layer}(q, p; h) = \big(q - h\nabla W(p),\; p + h\nabla W(q - \eta)\big)
-      + O(h^2).$$
-
-    (Scaling $\eta$ by $h$ as well would also give the identity at $h = 0$, but would
-    leave only the even part of $V$ at first order.)
-
-    **Inverse:** $H_h^{-1}(x', y') = \big(h\nabla V(x' - \eta) - y',\; x' - \eta\big)$,
-    applied four times.
-
-    **Parameters** (`dim = 2n`, `width = w`): $K \in \mathbb{R}^{w \times n}$,
-    $a, b \in \mathbb{R}^w$, $\eta \in \mathbb{R}^n$ — in total $w\,(n + 2) + n$.
-
-    **Initialisation:** $K$ Glorot normal, $a \sim \mathcal{N}(0, 0.1^2/w)$, $b = 0$,
-    $\eta = 0$: close to the identity.
+    Parameters (`width = w`): $K \in \mathbb{R}^{w \times n}$ (Glorot normal),
+    $a \sim \mathcal{N}(0, 0.1^2/w)$, $b = 0$, $\eta = 0$ — $w(n + 2) + n$ numbers, close
+    to the identity at initialisation.
 
     **Arguments:**
 
     - `dim`: the phase-space dimension `2n` (even; odd raises `ValueError`).
     - `width`: the hidden width `w ≥ 1` of $V$.
-    - `activation`: $\sigma$, a callable or a name (default `jnp.tanh`). $\nabla V$ uses
-      $\sigma'$, so choose a differentiable activation (with `"relu"`, $\nabla V$ is
-      piecewise constant).
+    - `activation`: $\sigma$, a callable or a name (default `jnp.tanh`); $\nabla V$ uses
+      $\sigma'$, so choose a differentiable one.
     - `key`: a JAX PRNG key (keyword-only).
     - `dtype`: the parameter dtype; `None` means JAX's default float.
 
@@ -72,9 +52,11 @@ class HenonLayer(AbstractSymplecticLayer):
 
     ```python
     layer = HenonLayer(2, 8, key=jax.random.PRNGKey(0))
-    z = jnp.array([0.1, -0.4])
-    layer.inverse(layer(z))   # == z
+    layer.inverse(layer(jnp.array([0.1, -0.4])))   # the same point
     ```
+
+    Reference: Burby, Tang and Maulik, *Fast neural Poincaré maps for toroidal magnetic
+    fields*, Plasma Phys. Control. Fusion 63 (2020).
     """
 
     K: Float[Array, "width n"]

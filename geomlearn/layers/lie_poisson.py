@@ -1,64 +1,39 @@
 r"""Lie–Poisson ridge layers: exact flows of one-direction Hamiltonians on so(3)*.
 
-**The Lie–Poisson bracket.** The dual $\mathfrak{so}(3)^* \cong \mathbb{R}^3$ of the Lie
-algebra of rotations (the body angular momentum $z$ of a rigid body) carries the
-Lie–Poisson bracket
+**The bracket.** The dual $\mathfrak{so}(3)^* \cong \mathbb{R}^3$ (the body angular
+momentum $z$ of a rigid body) carries the Lie–Poisson bracket
 
-$$\{F, G\}(z) = -z \cdot \big(\nabla F(z) \times \nabla G(z)\big)
-  = \nabla F(z)^\top B(z)\, \nabla G(z), \qquad
-  B(z) = \hat z = \begin{pmatrix} 0 & -z_3 & z_2 \\ z_3 & 0 & -z_1 \\ -z_2 & z_1 & 0
-  \end{pmatrix},$$
+$$\{F, G\}(z) = -z \cdot \big(\nabla F \times \nabla G\big)
+  = \nabla F^\top B(z)\, \nabla G, \qquad B(z) = \hat z, \quad \hat z v = z \times v .$$
 
-where $\hat z v = z \times v$. The Hamiltonian vector field of $H$ is
-$\dot z = B(z)\nabla H(z) = z \times \nabla H(z)$ ($\dot F = \{F, H\}$ for every $F$);
-with $H = \tfrac12 \sum_i z_i^2 / I_i$ these are Euler's equations of the free rigid body
-(`geomlearn.systems.RigidBody`). The **Casimir** $C(z) = |z|^2$ Poisson-commutes with
-every function ($\nabla C = 2z$ and $z \cdot (z \times \cdot) = 0$), so every
-Hamiltonian flow keeps each sphere $|z| = r$, the symplectic leaves of the bracket.
+The field of $H$ is $\dot z = z \times \nabla H(z)$ (Euler's equations of the free rigid
+body for $H = \tfrac12 \sum_i z_i^2 / I_i$, `geomlearn.systems.RigidBody`). The
+**Casimir** $C(z) = |z|^2$ commutes with every function, so every Hamiltonian flow keeps
+the spheres $|z| = r$, the symplectic leaves.
 
-**Ridge Hamiltonians have rotations as exact flows.** Let
-$H(z) = \varphi(n \cdot z)$ with a unit vector $n$ and a scalar function $\varphi$.
-Then $\nabla H = \varphi'(s)\, n$ with $s = n \cdot z$, and the field is
-
-$$\dot z = \varphi'(s)\; z \times n .$$
-
-Along it $\dot s = \varphi'(s)\, n \cdot (z \times n) = 0$: the ridge variable $s$ is
-conserved, so the angular velocity $\varphi'(s)$ is constant along each trajectory and
-the field is a uniform rotation about the axis $n$. Writing
-$z = s\,n + z_\perp$, the **exact time-$h$ flow** is
+**Ridge Hamiltonians rotate.** For $H(z) = \varphi(n \cdot z)$, $|n| = 1$, the field
+$\dot z = \varphi'(s)\, z \times n$ keeps $s = n \cdot z$, so it is a uniform rotation
+about $n$; with $z = s\,n + z_\perp$ the **exact time-$h$ flow** is
 
 $$\varphi_h(z) = s\, n + \cos\theta\; z_\perp + \sin\theta\; (z \times n),\qquad
   \theta = h\,\varphi'(n \cdot z),$$
 
-the rotation about $-n$ by the angle $\theta$ (right-hand rule) — differentiate at
-$h = 0$ to recover $\varphi'(s)\, z \times n$. (With an unnormalised direction $a$,
-$H = \varphi(a \cdot z)$ gives the rotation about $-a/|a|$ by
-$h\,\varphi'(a\cdot z)\,|a|$; here the direction is normalised once, $n = v/|v|$.)
+the rotation about $-n$ by $\theta$ (here $n = v/|v|$ for a learned $v \ne 0$).
 
-**Why each layer is a Poisson map.** The time-$h$ flow of any Hamiltonian vector field
-of a Poisson bracket is a Poisson map: $\{F \circ \varphi_h, G \circ \varphi_h\} =
-\{F, G\} \circ \varphi_h$, equivalently
+**Each layer is a Poisson map.** The flow of a Hamiltonian field is a Poisson map,
+$D\varphi_h(z)\, B(z)\, D\varphi_h(z)^\top = B(\varphi_h(z))$ (Marsden & Ratiu,
+*Introduction to Mechanics and Symmetry*, ch. 10), and the layer *is* that flow in
+closed form for every direction, every $\varphi$ and every $h$: a Poisson map for every
+parameter value. It keeps the Casimir ($|\varphi_h(z)|^2 = s^2 + |z_\perp|^2$) and,
+$\mathfrak{so}(3)$ being unimodular, the volume ($\det D\varphi_h = 1$); its inverse is
+$\varphi_{-h}$ ($s$ is unchanged).
 
-$$D\varphi_h(z)\, B(z)\, D\varphi_h(z)^\top = B(\varphi_h(z))$$
+Reference: Eldred, Gay-Balmaz, Huraka & Putkaradze, *Lie–Poisson Neural Networks
+(LPNets): data-based computing of Hamiltonian systems with symmetries*, Neural Networks
+173, 106162 (2024), arXiv:2308.15349.
 
-(a consequence of the Jacobi identity; Marsden & Ratiu, *Introduction to Mechanics and
-Symmetry*, ch. 10). The layer *is* that flow in closed form — not an approximation of
-it — for every direction $v \ne 0$, every function $\varphi$ and every $h$, so it is a
-Poisson map for every parameter value; compositions of Poisson maps are Poisson maps.
-Being a Hamiltonian flow it also keeps the Casimir ($\dot C = \{C, H\} = 0$),
-$|\varphi_h(z)|^2 = s^2 + |z_\perp|^2 = |z|^2$ (each layer is a rotation of $z$), and,
-since $\mathfrak{so}(3)$ is unimodular, the Lebesgue volume of $\mathbb{R}^3$
-($\operatorname{div}(z \times \nabla H) = 0$, so $\det D\varphi_h = 1$). Its inverse is
-the flow backwards, $\varphi_h^{-1} = \varphi_{-h}$ ($s$ is the same before and after).
-
-These are the building blocks of the Lie–Poisson neural networks of Eldred,
-Gay-Balmaz, Huraka & Putkaradze, *Lie–Poisson Neural Networks (LPNets): data-based
-computing of Hamiltonian systems with symmetries*, Neural Networks 173, 106162 (2024),
-arXiv:2308.15349; the rotations about the coordinate axes are the classical splitting of
-the free rigid body into integrable parts.
-
-Layers act on **one point** `(3,)` (use `jax.vmap` for batches); `h` is an optional scalar
-step size (`None` means $h = 1$); a call returns the input's dtype.
+Layers act on **one point** `(3,)` (use `jax.vmap` for batches); `h` is an optional
+scalar step size (`None` means $h = 1$); a call returns the input's dtype.
 """
 
 from __future__ import annotations

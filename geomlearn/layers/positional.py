@@ -25,24 +25,16 @@ float32 ulp of an entry near zero. The module therefore reduces the angle *exact
 4. $\sin r$ and $\cos r$: with float32 work, Taylor polynomials whose leading terms
    ($r$, $1 - r^2/2$) are carried in double-word arithmetic and whose tails are plain
    float32 — the result before its one final rounding is within about $0.2$ ulp of the
-   exact value (measured worst after rounding, T = 100,000, d = 256: 0.67 ulp); with
-   float64 work, $\sin r_h + r_\ell\cos r_h$ with the backend's float64
-   `sin`/`cos`. The quadrant then selects $\pm\sin r$ or $\pm\cos r$.
+   exact value; with float64 work, $\sin r_h + r_\ell\cos r_h$ with the backend's
+   float64 `sin`/`cos`. The quadrant then selects $\pm\sin r$ or $\pm\cos r$.
 
-Two compiler hazards are avoided on purpose: every product that feeds an error-free sum
-is exact by construction (so fused multiply-adds change nothing), and the one error-free
-sum with a constant operand, $(1 + b) - 1$, gets its `1` from an array XLA cannot prove
-constant (XLA re-associates constants and would fold the error term to zero).
-
-Limits: positions up to $2^{31}$; the number of limbs grows with $\log_2 T$ and with
-$\log_2(1/\hat\omega_{\min})$, so extreme bases (frequencies below about $2^{-80}$, where
-float32 work underflows) are outside the tested range.
-
-Only integer and elementwise floating-point operations are used, so the same code runs
-on every backend, under `jit`, `vmap` and `grad`, and the compiled program holds $O(d)$
-constants whatever the length. Tables of at most `_SMALL_TABLE` angles are computed by
-the same algorithm in NumPy (float64 work) and embedded as constants: a short window then
-costs nothing per call.
+Every product that feeds an error-free sum is exact by construction (fused
+multiply-adds change nothing), and the one error-free sum with a constant operand,
+$(1 + b) - 1$, takes its `1` from an array XLA cannot prove constant. Positions go up to
+$2^{31}$; frequencies below about $2^{-80}$ are outside the tested range. Only integer
+and elementwise floating-point operations are used (every backend, `jit`, `vmap`,
+`grad`; $O(d)$ constants whatever the length); tables of at most `_SMALL_TABLE` angles
+are computed by the same algorithm in NumPy and embedded as constants.
 """
 
 from __future__ import annotations
@@ -346,20 +338,13 @@ def positional_encoding(
     the 3-dimensional rigid body.)
 
     **Precision.** The angle $t\hat\omega_j$ is reduced modulo $\pi/2$ exactly (integer
-    limb arithmetic, see the module documentation), never rounded as a whole. For
-    float32, float16 and bfloat16 every entry is within **1 ulp** of the exact value of
-    the formula (float32 work, one final rounding; float16/bfloat16 round that float32
-    value once more). For float64 every entry is within about **2 float64 ulp** of the
-    exact value: the reduced angle is exact to $2^{-79}$ and the rest is the backend's
-    float64 `sin`/`cos` of an argument in $[-\pi/4, \pi/4]$. (The plain float64 formula
-    `sin(t * w)` is worse: the product $\mathrm{fl}(t\hat\omega_j)$ alone is off by up to
-    half an ulp of the angle, $7\cdot10^{-12}$ at $t = 10^5$; a float32 angle is off by
-    $4\cdot10^{-4}$ at $t = 5000$.)
+    limb arithmetic, see the module documentation), never rounded as a whole: every
+    entry is within **1 ulp** of the exact value in float32 (float16 and bfloat16 round
+    that once more) and within about **2 ulp** in float64 (the reduced angle exact to
+    $2^{-79}$, then the backend's `sin`/`cos` on $[-\pi/4, \pi/4]$).
 
-    **Cost.** Short tables (at most $2^{14}$ angles) are computed in NumPy and returned as
-    constants; longer ones are computed by JAX on the default device from $O(\mathrm{dim})$
-    constants, in time linear in the table size (a compiled program's size does not grow
-    with `seq_length`).
+    **Cost.** Short tables (at most $2^{14}$ angles) are NumPy constants; longer ones are
+    computed by JAX from $O(\mathrm{dim})$ constants, in time linear in the table size.
 
     **Arguments:**
 
@@ -403,15 +388,11 @@ class PositionalEncoding(eqx.Module):
 
     - **Sinusoidal, not learned**: a learned table would add parameters without changing
       the geometry argument, and could not extrapolate to longer windows.
-    - **No parameters**: `jax.tree_util.tree_leaves(PositionalEncoding(d)) == []`;
-      there is nothing to train and nothing in a checkpoint.
-    - **The length is read from each input**: there is no `max_len` and no cached table
-      that can go stale; the table for `T = x.shape[-2]` is made by the call that adds it.
+    - **No parameters**: `jax.tree_util.tree_leaves(PositionalEncoding(d)) == []`.
+    - **The length is read from each input**: no `max_len`, no cached table.
     - **On the input's device, at any length**: a short table is a NumPy constant added
-      to `x` (placed with `x`); a long one is computed by a small jitted program together
-      with the addition, so it is computed where `x` lives and the compiled program holds
-      only $O(\mathrm{dim})$ constants (not a `T × dim` table). Works under `jit`, `vmap`
-      and `grad`.
+      to `x`; a long one is computed together with the addition where `x` lives, from
+      $O(\mathrm{dim})$ constants. Works under `jit`, `vmap` and `grad`.
     - **Exact argument reduction**: see [`positional_encoding`][geomlearn.positional_encoding].
 
     **Arguments:**

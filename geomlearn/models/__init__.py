@@ -1,51 +1,56 @@
 """Models: feed-forward and transformer integrators, and Hamiltonian neural networks.
 
+This module only re-exports names. The list of model families is the registry of
+`geomlearn.models._base`, which every concrete model class joins when it is defined.
 `AbstractPointModel` (the base of models whose state is one point) and the sample forms
 of a `Task` (`AbstractSamples`, `Pairs`, `Windows`, …) are importable from here for
 authors of new model families; they are not re-exported at the top level.
 """
 
-from . import (
-    autoencoder,
-    hnn,
-    lagrangian,
-    lie_poisson,
-    resnet,
-    ridge_sympnet,
-    sympnet,
-    transformer,
-    volume_preserving,
-)
-from ._base import AbstractModel
+from ._base import AbstractModel as AbstractModel
 from ._integrators import (
-    AbstractFeedForwardIntegrator,
-    AbstractHamiltonianModel,
-    AbstractPointModel,
-    AbstractTransformerIntegrator,
+    AbstractFeedForwardIntegrator as AbstractFeedForwardIntegrator,
+    AbstractHamiltonianModel as AbstractHamiltonianModel,
+    AbstractPointModel as AbstractPointModel,
+    AbstractTransformerIntegrator as AbstractTransformerIntegrator,
 )
 from ._task import (
-    AbstractSamples,
-    Accelerations,
-    MidpointPairs,
-    Pairs,
-    Snapshots,
-    StepResiduals,
-    Task,
-    VectorFieldSamples,
-    Windows,
+    AbstractSamples as AbstractSamples,
+    Accelerations as Accelerations,
+    MidpointPairs as MidpointPairs,
+    Pairs as Pairs,
+    Snapshots as Snapshots,
+    StepResiduals as StepResiduals,
+    Task as Task,
+    VectorFieldSamples as VectorFieldSamples,
+    Windows as Windows,
 )
-from .autoencoder import *  # noqa: F403
-from .conformal import ConformalSympNet
-from .hnn import *  # noqa: F403
-from .lagrangian import *  # noqa: F403
-from .lie_poisson import *  # noqa: F403
-from .multistep import MultiStep
-from .port_hamiltonian import PortHamiltonianNN
-from .resnet import *  # noqa: F403
-from .ridge_sympnet import *  # noqa: F403
-from .sympnet import *  # noqa: F403
-from .transformer import *  # noqa: F403
-from .volume_preserving import *  # noqa: F403
+from .autoencoder import (
+    LiftedIntegrator as LiftedIntegrator,
+    PSDLayer as PSDLayer,
+    ReducedIntegrator as ReducedIntegrator,
+    SymplecticAutoencoder as SymplecticAutoencoder,
+    initialize_from_psd as initialize_from_psd,
+)
+from .conformal import ConformalSympNet as ConformalSympNet
+from .hnn import HamiltonianNeuralNetwork as HamiltonianNeuralNetwork
+from .lagrangian import LagrangianNeuralNetwork as LagrangianNeuralNetwork
+from .lie_poisson import LiePoissonNet as LiePoissonNet
+from .multistep import MultiStep as MultiStep
+from .port_hamiltonian import PortHamiltonianNN as PortHamiltonianNN
+from .resnet import ResNet as ResNet
+from .ridge_sympnet import PSympNet as PSympNet, RSympNet as RSympNet
+from .symplectic_transformer import (
+    AbstractSymplecticTransformer as AbstractSymplecticTransformer,
+    LinearSymplecticTransformer as LinearSymplecticTransformer,
+    SymplecticTransformer as SymplecticTransformer,
+)
+from .sympnet import GSympNet as GSympNet, HenonNet as HenonNet, LASympNet as LASympNet
+from .transformer import Transformer as Transformer
+from .volume_preserving import (
+    VolumePreservingFeedForward as VolumePreservingFeedForward,
+    VolumePreservingTransformer as VolumePreservingTransformer,
+)
 
 __all__ = [
     "Task",
@@ -53,15 +58,26 @@ __all__ = [
     "AbstractFeedForwardIntegrator",
     "AbstractTransformerIntegrator",
     "AbstractHamiltonianModel",
-    *sympnet.__all__,
-    *ridge_sympnet.__all__,
-    *lie_poisson.__all__,
-    *lagrangian.__all__,
-    *resnet.__all__,
-    *hnn.__all__,
-    *volume_preserving.__all__,
-    *transformer.__all__,
-    *autoencoder.__all__,
+    "GSympNet",
+    "LASympNet",
+    "HenonNet",
+    "PSympNet",
+    "RSympNet",
+    "LiePoissonNet",
+    "LagrangianNeuralNetwork",
+    "ResNet",
+    "HamiltonianNeuralNetwork",
+    "VolumePreservingFeedForward",
+    "VolumePreservingTransformer",
+    "Transformer",
+    "AbstractSymplecticTransformer",
+    "LinearSymplecticTransformer",
+    "SymplecticTransformer",
+    "LiftedIntegrator",
+    "PSDLayer",
+    "ReducedIntegrator",
+    "SymplecticAutoencoder",
+    "initialize_from_psd",
     "MultiStep",
     "ConformalSympNet",
     "PortHamiltonianNN",

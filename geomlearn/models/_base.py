@@ -2,8 +2,7 @@ r"""The model protocol: the abstract base that tells the pipeline how to use a m
 
 `fit`, `iterate`, `evaluate`, `save`/`load` and the `geomlearn` command never ask what
 *kind* of model they hold. Every public model is a final subclass of `AbstractModel`
-(through one of the family bases of `geomlearn.models`), and the protocol says, by its
-methods,
+(through a family base of `geomlearn.models`), and the protocol says, by its methods,
 
 | method | question it answers |
 |---|---|
@@ -17,32 +16,30 @@ methods,
 | `structure_residuals(points, task)` | the structure residuals of `step` at sample points |
 | `inference_form()` | the same map with parameter-only work hoisted out of loops |
 
-The family bases implement these for
-
-- `AbstractFeedForwardIntegrator`: `z_{t+1} = model(z_t, h=None)` on one point `(d,)`;
-- `AbstractTransformerIntegrator`: `model(Z)` maps a window `(T, d)` to a window of the
-  same shape whose last `pw` rows are the prediction;
-- `AbstractHamiltonianModel`: a learned scalar `H_θ(z)` whose field `J∇H_θ` is
-  integrated by the implicit midpoint rule, solved to round-off.
-
-A new family plugs in by subclassing one of them (or `AbstractModel` itself,
-implementing the protocol); no pipeline module changes. Two more conventions make models
+The family bases implement these for one-point maps `z_{t+1} = model(z_t, h=None)`
+(`AbstractFeedForwardIntegrator`), window maps `(T, d) → (T, d)` whose last `pw` rows
+are the prediction (`AbstractTransformerIntegrator`) and learned Hamiltonians `H_θ`
+whose field `J∇H_θ` is integrated by the implicit midpoint rule
+(`AbstractHamiltonianModel`). A new family plugs in by subclassing one of them (or
+`AbstractModel`); no pipeline module changes. Three conventions make models
 persistable and listable without per-class code:
 
-- `structure` names what the model's iterated map preserves for every parameter value:
-  `"symplectic"`, `"volume"` or `"none"` (see `geomlearn.structures`). Every concrete
-  class declares it as a class variable, or as a property where a configuration
-  changes it (e.g. the `"arbitrary"` attention weighting); it is read from the
-  *instance*.
+- `structure` names what the iterated map preserves for every parameter value (see
+  `geomlearn.structures`): a class variable, or a property where a configuration changes
+  it (e.g. the `"arbitrary"` attention weighting); it is read from the *instance*.
 - Every constructor argument except `key` and `dtype` is stored in a field of the same
-  name (sizes and flags are static fields), so `model.config()` recovers the arguments
-  and `geomlearn.load` can rebuild the skeleton before reading the arrays.
+  name, so `model.config()` recovers the arguments and `geomlearn.load` can rebuild the
+  skeleton before reading the arrays.
+- Every concrete model class of the package registers itself by its class name when it
+  is defined: the registry below is the one list of model families, where `load` finds
+  a file's class (`model_class`); a class defined elsewhere is added with `register`.
 """
 
 from __future__ import annotations
 
 import abc
 import inspect
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -54,12 +51,19 @@ from ._task import Task
 
 __all__ = [
     "AbstractModel",
+    "AbstractInferenceForm",
+    "ModelItself",
+    "AbstractLearnedInvariants",
+    "NoLearnedInvariants",
     "STRUCTURES",
     "Task",
     "check_model",
     "model_rollout",
     "scan_rollout",
     "map_residuals",
+    "register",
+    "model_class",
+    "model_classes",
 ]
 
 #: The structure names a model may claim (`geomlearn.structures.STRUCTURE_NAMES`).
@@ -84,15 +88,78 @@ def map_residuals(fmap, points, dim: int) -> dict:
     return structure_residuals(fmap, points, dim)
 
 
+class AbstractInferenceForm(eqx.Module):
+    """How a model's map is arranged for rollouts: the class variable `inference` of a
+    model class, asked by `AbstractModel.inference_form`."""
+
+    @abc.abstractmethod
+    def of(self, model):
+        """The same map as `model` with parameter-only work hoisted out of loops."""
+
+
+class ModelItself(AbstractInferenceForm):
+    """Nothing to hoist: the inference form of a model is the model itself."""
+
+    def of(self, model):
+        return model
+
+
+class AbstractLearnedInvariants(eqx.Module):
+    """The quantities a model says its own flow conserves: the class variable
+    `learned` of a model class, asked by `AbstractModel.learned_invariants`."""
+
+    @abc.abstractmethod
+    def of(self, model) -> dict:
+        """The learned invariants of `model`, by name → function of one state."""
+
+
+class NoLearnedInvariants(AbstractLearnedInvariants):
+    """A model that says nothing about what its flow conserves."""
+
+    def of(self, model) -> dict:
+        return {}
+
+
+# The registry of model classes: the one list of model families. A concrete class of the
+# package is added when it is defined (`AbstractModel.__init_subclass__` queues it, and
+# the queue is read on the next look-up, once the class is complete); `register` adds
+# any class, replacing one of the same name.
+_PACKAGE = __name__.partition(".")[0]
+_CLASSES: dict[str, type] = {}
+_DEFINED: list[type] = []
+
+
+def _is_family(cls: type) -> bool:
+    """A concrete, public model class of the package (not `Abstract…`, not `_private`)."""
+    return (cls.__module__.partition(".")[0] == _PACKAGE and not inspect.isabstract(cls)
+            and not cls.__name__.startswith(("Abstract", "_")))
+
+
+def _registry() -> dict[str, type]:
+    while _DEFINED:
+        cls = _DEFINED.pop(0)
+        if _is_family(cls):
+            _CLASSES[cls.__name__] = cls
+    return _CLASSES
+
+
 class AbstractModel(eqx.Module):
     """Base of all geomlearn models: the protocol of the module documentation.
 
     Subclasses declare `structure` (a class variable, or a property where the
     configuration changes it) and `dim`, and implement the protocol methods; the family
-    bases of `geomlearn.models` implement them for their kind of map.
+    bases of `geomlearn.models` implement them for their kind of map. Two capabilities
+    are class variables: `inference` (how `inference_form` arranges the map) and
+    `learned` (what `learned_invariants` reports).
     """
 
     dim: eqx.AbstractVar[int]
+    inference: ClassVar[AbstractInferenceForm] = ModelItself()
+    learned: ClassVar[AbstractLearnedInvariants] = NoLearnedInvariants()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _DEFINED.append(cls)
 
     @property
     @abc.abstractmethod
@@ -114,11 +181,12 @@ class AbstractModel(eqx.Module):
         for name, p in params.items():
             if name in ("self", "key", "dtype") or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 continue
-            if not hasattr(self, name):
+            try:
+                out[name] = getattr(self, name)
+            except AttributeError:
                 raise AttributeError(
                     f"{type(self).__name__} does not store its constructor argument {name!r}"
-                )
-            out[name] = getattr(self, name)
+                ) from None
         if "dtype" in params:
             leaves = [
                 leaf for leaf in jax.tree_util.tree_leaves(self) if eqx.is_inexact_array(leaf)
@@ -190,18 +258,19 @@ class AbstractModel(eqx.Module):
 
     def learned_invariants(self) -> dict:
         """Quantities the model itself says its flow conserves, by name → function of a
-        state (none here; a Hamiltonian network has its learned energy). Evaluations
-        report their drift along rollouts when no system is known, and next to the
-        system's invariants when one is."""
-        return {}
+        state, as the class variable `learned` says (none by default; a Hamiltonian
+        network has its learned energy). Evaluations report their drift along rollouts
+        when no system is known, and next to the system's invariants when one is."""
+        return self.learned.of(self)
 
     def inference_form(self):
-        """The same map with parameter-only work hoisted (here: the model itself).
+        """The same map with parameter-only work hoisted, as the class variable
+        `inference` says (by default the model itself).
 
         Rollouts call this once, outside their loop, and iterate the result. A model
-        whose map builds matrices from its parameters on every call returns a form that
+        whose map builds matrices from its parameters on every call names a form that
         holds them built."""
-        return self
+        return self.inference.of(self)
 
 
 def check_model(model) -> None:
@@ -223,3 +292,39 @@ def model_rollout(model, initial, n_points: int, task, *, batched: bool = True):
     """`model.rollout` of a batch of initial states (or of one, `batched=False`) under a
     validated `task`, compiled once per model structure, shapes and `n_points`."""
     return _compiled_rollout(model, jnp.asarray(initial), n_points, task, batched)
+
+
+# ---------------------------------------------------------------------- the registry
+
+
+def register(cls: type) -> type:
+    """Make a model class defined outside the package loadable by `geomlearn.load`.
+
+    The class must be a subclass of `geomlearn.models.AbstractModel` that stores its
+    constructor arguments in fields of the same name (see `AbstractModel.config`). It is
+    found by its class name, which then means this class (also over a class of
+    `geomlearn.models` of the same name). The concrete classes of the package register
+    themselves. Usable as a decorator; returns `cls`.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, AbstractModel)):
+        raise TypeError(f"register expects a subclass of AbstractModel, got {cls!r}")
+    _registry()[cls.__name__] = cls
+    return cls
+
+
+def model_class(name: str) -> type:
+    """The model class saved under `name`; `ValueError` naming the known classes otherwise."""
+    classes = _registry()
+    try:
+        return classes[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown model class {name!r}; known classes: {sorted(classes)} "
+            "(a class defined outside geomlearn.models must be registered with "
+            "geomlearn.io.register before loading)"
+        ) from None
+
+
+def model_classes() -> dict[str, type]:
+    """A copy of the registry: class name to model class."""
+    return dict(_registry())

@@ -29,6 +29,7 @@ small, its rounding would otherwise swamp the gradient.
 
 from __future__ import annotations
 
+import abc
 from typing import ClassVar
 
 import equinox as eqx
@@ -64,14 +65,14 @@ class AbstractForcing(eqx.Module):
     name: eqx.AbstractClassVar[str | None]
     carries_time: eqx.AbstractClassVar[bool]
 
+    @abc.abstractmethod
     def n_inputs(self, n2: int) -> int:
         """The number of inputs of the force network for a phase space of dimension
         `n2` (0: no force)."""
-        return 0
 
+    @abc.abstractmethod
     def inputs(self, x, t):
         """The inputs of the force network at the phase-space point `x` and time `t`."""
-        raise NotImplementedError
 
 
 class NoForcing(AbstractForcing):
@@ -79,6 +80,12 @@ class NoForcing(AbstractForcing):
 
     name: ClassVar[None] = None
     carries_time: ClassVar[bool] = False
+
+    def n_inputs(self, n2: int) -> int:
+        return 0
+
+    def inputs(self, x, t):
+        return x[:0]
 
 
 class TimeForcing(AbstractForcing):

@@ -1,8 +1,6 @@
 r"""The family bases of the model protocol: point models, feed-forward and transformer
 integrators, Hamiltonian models (see `geomlearn.models._base` for the protocol)."""
 
-from __future__ import annotations
-
 import abc
 import math
 import warnings
@@ -15,7 +13,7 @@ import jax.numpy as jnp
 from .._validation import check_int
 from ..integrators import implicit_step
 from ..structures import NoStructure, structure_named
-from ._base import AbstractModel, map_residuals, scan_rollout
+from ._base import AbstractLearnedInvariants, AbstractModel, map_residuals, scan_rollout
 from ._task import (
     MidpointPairs,
     Task,
@@ -33,6 +31,10 @@ __all__ = [
     "AbstractFeedForwardIntegrator",
     "AbstractTransformerIntegrator",
     "AbstractHamiltonianModel",
+    "AbstractMapCheck",
+    "JacobianCheck",
+    "LearnedEnergy",
+    "model_map_description",
     "point_pairs",
     "step_or_field_samples",
     "point_rollout",
@@ -95,13 +97,49 @@ class AbstractPointModel(AbstractModel):
         return 1
 
 
+def model_map_description(model) -> str:
+    """`"the model map z ↦ <Class>(z)"`: how reports name a feed-forward model's map."""
+    return f"the model map z ↦ {type(model).__name__}(z)"
+
+
+class AbstractMapCheck(eqx.Module):
+    """How the structure of a feed-forward integrator's map is measured and described:
+    the class variable `map_check` of the class, asked by its `structure_residuals` and
+    `describe_step`."""
+
+    @abc.abstractmethod
+    def residuals(self, model, points) -> dict:
+        """The structure residuals of the map `model` at `points` `(B, dim)`, each the
+        maximum over the points."""
+
+    @abc.abstractmethod
+    def describe(self, model) -> str:
+        """A short description of the map `model`, for reports."""
+
+
+class JacobianCheck(AbstractMapCheck):
+    """`{"symplecticity" (even dim), "volume", "condition"}` of the model map
+    (`geomlearn.geometry.structure_residuals`): the check of a symplectic, a
+    volume-preserving or an unstructured map."""
+
+    def residuals(self, model, points) -> dict:
+        return map_residuals(model, points, model.dim)
+
+    def describe(self, model) -> str:
+        return model_map_description(model)
+
+
 class AbstractFeedForwardIntegrator(AbstractPointModel):
     """A one-step map `z_{t+1} = model(z_t, h)` on points of shape `(dim,)`, trained on
     one-step pairs.
 
     `h` is an optional step size (a scalar) that scales each layer's update (Jin et al.'s
-    extended SympNets for irregularly sampled data); `h=None` means no scaling.
+    extended SympNets for irregularly sampled data); `h=None` means no scaling. The class
+    variable `map_check` says how the map's structure is measured and described
+    (`JacobianCheck` unless a family claims another structure).
     """
+
+    map_check: ClassVar[AbstractMapCheck] = JacobianCheck()
 
     @abc.abstractmethod
     def __call__(self, z: jax.Array, h: jax.Array | float | None = None) -> jax.Array:
@@ -133,11 +171,11 @@ class AbstractFeedForwardIntegrator(AbstractPointModel):
         return point_rollout(self, initial, n_points, task)
 
     def structure_residuals(self, points, task: Task) -> dict:
-        """`{"symplecticity" (even dim), "volume", "condition"}` of the model map."""
-        return map_residuals(self, points, self.dim)
+        """The residuals of the model map that the class's `map_check` measures."""
+        return self.map_check.residuals(self, points)
 
     def describe_step(self, task: Task) -> str:
-        return f"the model map z ↦ {type(self).__name__}(z)"
+        return self.map_check.describe(self)
 
 
 class AbstractTransformerIntegrator(AbstractModel):
@@ -294,6 +332,16 @@ class AbstractTransformerIntegrator(AbstractModel):
         )
 
 
+class LearnedEnergy(AbstractLearnedInvariants):
+    r"""`{"learned_energy": H_θ}`: a model's learned Hamiltonian (its `hamiltonian`). The
+    exact flow of the learned field conserves $H_\theta$; the implicit-midpoint rollout
+    conserves it exactly only when it is quadratic and otherwise keeps its error bounded
+    over long times (a symplectic method), which is what evaluations measure."""
+
+    def of(self, model) -> dict:
+        return {"learned_energy": model.hamiltonian}
+
+
 class AbstractHamiltonianModel(AbstractPointModel):
     r"""A learned Hamiltonian `H_θ(z)` with vector field `J ∇H_θ(z)`.
 
@@ -308,9 +356,15 @@ class AbstractHamiltonianModel(AbstractPointModel):
     Levenberg–Marquardt trial there is rejected and a first-order epoch stops with
     `NonFiniteLossError`); on a tuple `(z, ż)` of arrays: vector-field regression
     $\mathbb{J}\nabla H_\theta(z) \approx \dot z$.
+
+    **Time step.** `dt` is the step the model stores (a field, or `None` as a class
+    variable): the task's `dt` when neither the run nor the data gives one. Its learned
+    invariant is $H_\theta$ (`learned = LearnedEnergy()`).
     """
 
     structure: ClassVar[str] = "symplectic"
+    learned: ClassVar[AbstractLearnedInvariants] = LearnedEnergy()
+    dt: eqx.AbstractVar[float | None]
 
     @abc.abstractmethod
     def hamiltonian(self, z: jax.Array) -> jax.Array:
@@ -321,6 +375,10 @@ class AbstractHamiltonianModel(AbstractPointModel):
         raise NotImplementedError
 
     def task(self, *, seq_length=None, prediction_window=None, dt=None, data_dt=None) -> Task:
+        """A step-size task (implicit-midpoint pairs), with the model's stored `dt` where
+        neither `dt` nor `data_dt` is given."""
+        if dt is None and data_dt is None:
+            dt = self.dt
         return step_size_task(self, seq_length=seq_length, prediction_window=prediction_window,
                               dt=dt, data_dt=data_dt, samples=MidpointPairs())
 
@@ -350,13 +408,6 @@ class AbstractHamiltonianModel(AbstractPointModel):
             )
         return implicit_step(self.vector_field, state, task.dt,
                              on_failure="nan" if task.nan_on_failure else "raise")
-
-    def learned_invariants(self) -> dict:
-        r"""`{"learned_energy": H_θ}`. The exact flow of the learned field conserves
-        $H_\theta$; the implicit-midpoint rollout conserves it exactly only when it is
-        quadratic and otherwise keeps its error bounded over long times (a symplectic
-        method), which is what evaluations measure."""
-        return {"learned_energy": self.hamiltonian}
 
     def rollout(self, initial, n_points: int, task: Task):
         return point_rollout(self, initial, n_points, task)

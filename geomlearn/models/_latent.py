@@ -1,5 +1,7 @@
 r"""The shared base of integrators that step in a reduced space: encode, a learned map of
-the codes, decode (`ReducedIntegrator`, `LiftedIntegrator`)."""
+the codes, decode (`ReducedIntegrator`, `LiftedIntegrator`); and the learned map of the
+codes as an option object (`LatentGSympNet`, `LatentLASympNet`, `LatentResNet` on
+`AbstractLatentMap`), which a string names once, at the edge (`latent_map_named`)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,98 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._typing import Array, Float
+from .._typing import Array, Float, PRNGKeyArray
+from ..data import TrajectoryData
 from ._base import map_residuals, scan_rollout
 from ._integrators import AbstractPointModel
 from ._task import Task, check_data_dim, no_options
+from .resnet import ResNet
+from .sympnet import GSympNet, LASympNet
 
-__all__ = ["AbstractLatentIntegrator"]
+__all__ = [
+    "AbstractLatentIntegrator",
+    "AbstractLatentMap",
+    "LatentGSympNet",
+    "LatentLASympNet",
+    "LatentResNet",
+    "LATENT_MAPS",
+    "latent_map_named",
+]
+
+
+class AbstractLatentMap(eqx.Module):
+    r"""Which feed-forward integrator $\mathcal{N}$ steps the codes of a latent
+    integrator (an option chosen once; no fields). `name` is its spelling in a
+    configuration; `build` makes a fresh one on $\mathbb{R}^{2n}$; `sizes` reads back
+    the `(n_layers, width)` a configuration records."""
+
+    name: eqx.AbstractClassVar[str]
+
+    @abc.abstractmethod
+    def build(self, dim: int, *, n_layers: int, width: int, activation, key: PRNGKeyArray,
+              dtype) -> eqx.Module:
+        """A fresh map of the codes, of dimension `dim`."""
+
+    @abc.abstractmethod
+    def sizes(self, net) -> tuple[int, int]:
+        """`(n_layers, width)` of a map `net` this option builds."""
+
+
+class LatentGSympNet(AbstractLatentMap):
+    """A `GSympNet` of the codes (symplectic; `"gsympnet"`)."""
+
+    name: ClassVar[str] = "gsympnet"
+
+    def build(self, dim, *, n_layers, width, activation, key, dtype):
+        return GSympNet(dim, n_layers=n_layers, width=width, activation=activation,
+                        key=key, dtype=dtype)
+
+    def sizes(self, net):
+        return net.n_layers, net.width
+
+
+class LatentLASympNet(AbstractLatentMap):
+    """A `LASympNet` of the codes (symplectic; `"lasympnet"`;
+    it has no width and ignores `width` and `activation`)."""
+
+    name: ClassVar[str] = "lasympnet"
+
+    def build(self, dim, *, n_layers, width, activation, key, dtype):
+        return LASympNet(dim, n_layers=n_layers, key=key, dtype=dtype)
+
+    def sizes(self, net):
+        return net.n_layers, 16
+
+
+class LatentResNet(AbstractLatentMap):
+    """A `ResNet` of the codes (no structure; `"resnet"`; `n_layers`
+    is its depth)."""
+
+    name: ClassVar[str] = "resnet"
+
+    def build(self, dim, *, n_layers, width, activation, key, dtype):
+        return ResNet(dim, width=width, depth=n_layers, activation=activation, key=key,
+                      dtype=dtype)
+
+    def sizes(self, net):
+        return net.depth, net.width
+
+
+#: The latent maps by name.
+LATENT_MAPS: dict[str, AbstractLatentMap] = {
+    m.name: m for m in (LatentGSympNet(), LatentLASympNet(), LatentResNet())
+}
+
+
+def latent_map_named(value) -> AbstractLatentMap:
+    """The latent map `value` names (`"gsympnet"`, `"lasympnet"`, `"resnet"`) or `value`
+    itself, an `AbstractLatentMap`; `ValueError` naming the choices otherwise."""
+    if isinstance(value, AbstractLatentMap):
+        return value
+    try:
+        return LATENT_MAPS[value]
+    except (KeyError, TypeError):
+        raise ValueError(f"integrator must be one of {tuple(LATENT_MAPS)}, got {value!r}") from None
 
 
 class AbstractLatentIntegrator(AbstractPointModel):
@@ -32,6 +120,9 @@ class AbstractLatentIntegrator(AbstractPointModel):
     """
 
     structure: ClassVar[str] = "none"
+    #: Data steps per application of $\mathcal{N}$ (a family that trains on codes further
+    #: apart stores its own `stride`).
+    stride: ClassVar[int] = 1
 
     @abc.abstractmethod
     def encode(self, z: Float[Array, " 2N"]) -> Float[Array, " 2n"]:
@@ -102,10 +193,10 @@ class AbstractLatentIntegrator(AbstractPointModel):
         f = float(fraction)
         if not 0.0 < f <= 1.0:
             raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
-        if not hasattr(data, "trajectories"):
+        if not isinstance(data, TrajectoryData):
             raise TypeError(f"data must be a TrajectoryData, got {type(data).__name__}")
         check_data_dim(self, data, "data")
-        S = int(getattr(self, "stride", 1))
+        S = int(self.stride)
         rows = []
         for t in data.trajectories:
             n_apply = int(f * (t.shape[0] - 1)) // S

@@ -1,5 +1,26 @@
 r"""A learned integrator on the codes of a manifold cotangent lift (see
-`geomlearn.cotangent_lift`)."""
+`geomlearn.cotangent_lift`).
+
+**Training the integrator alone.** `fit(model, data)` trains a `LiftedIntegrator` on its
+code pairs, but differentiates the lift's (constant) arrays too, with zero gradients;
+under Levenberg–Marquardt, whose cost grows with the square of the parameter count,
+train the integrator alone and put it back:
+
+```python
+model = gl.LiftedIntegrator(400, 2, key=jax.random.PRNGKey(0)).with_lift(data)
+x, y, _ = model.training_samples(data, model.task())
+net, history = gl.fit(model.integrator_net, (x, y), epochs=400,
+                      optimizer=gl.LevenbergMarquardt(), key=jax.random.PRNGKey(1))
+model = model.with_integrator(net)
+```
+
+**Pairs around the trajectory.** On one trajectory the codes lie on a curve, and a
+network trained on its pairs alone learns the map near that curve only;
+`LiftedIntegrator.reduced_system_pairs` adds pairs around it from the lift's reduced
+Hamiltonian system (the command line adds 4000 of them when `reduced_dim` is 4 or more:
+a loop in the plane keeps nearby codes near it under an area-preserving map, a loop in
+$\mathbb{R}^{2n \ge 4}$ does not).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +34,7 @@ import numpy as np
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_even, check_int
 from ..cotangent_lift import ManifoldCotangentLift, manifold_cotangent_lift
+from ..data import TrajectoryData
 from ..integrators import integrate
 from ..reduction import ReducedHamiltonianSystem
 from ._latent import AbstractLatentIntegrator
@@ -44,28 +66,10 @@ class LiftedIntegrator(AbstractLatentIntegrator):
 
     **Training.** `training_samples` gives the code pairs $(\Psi^e(x_k),
     \Psi^e(x_{k+S}))$ of each trajectory (never across two); `predict` is
-    $\mathcal{N}$, `target` the later code. `fit(model, data)` trains on them, but
-    differentiates the lift's (constant) arrays too, with zero gradients; under
-    Levenberg–Marquardt, whose cost grows with the square of the parameter count, train
-    the integrator alone and put it back:
-
-    ```python
-    model = gl.LiftedIntegrator(400, 2, key=jax.random.PRNGKey(0)).with_lift(data)
-    x, y, _ = model.training_samples(data, model.task())
-    net, history = gl.fit(model.integrator_net, (x, y), epochs=400,
-                          optimizer=gl.LevenbergMarquardt(), key=jax.random.PRNGKey(1))
-    model = model.with_integrator(net)
-    ```
-
-    On one trajectory the codes lie on a curve, and a network trained on its pairs alone
-    learns the map near that curve only;
-    [`reduced_system_pairs`][geomlearn.models.LiftedIntegrator.reduced_system_pairs] adds
-    pairs around it from the lift's reduced Hamiltonian system (the command line adds 4000
-    of them when `reduced_dim` is 4 or more: a loop in the plane keeps nearby codes near
-    it under an area-preserving map, a loop in $\mathbb{R}^{2n \ge 4}$ does not).
-
-    Before `with_lift` the lift is the coordinate reduction onto the first $n$ positions
-    and momenta (a linear symplectic immersion, unbent).
+    $\mathcal{N}$, `target` the later code (the module documentation shows how to train
+    the integrator alone, and why to add pairs from `reduced_system_pairs`). Before
+    `with_lift` the lift is the coordinate reduction onto the first $n$ positions and
+    momenta (a linear symplectic immersion, unbent).
 
     `structure` is `"none"`: the full-space step has rank `reduced_dim`. The reduced map
     $\mathcal{N}$ is symplectic for every parameter value (`reduced_structure`) and the
@@ -114,7 +118,7 @@ class LiftedIntegrator(AbstractLatentIntegrator):
         whose states are used, or an array `(M, full_dim)`) by
         [`manifold_cotangent_lift`][geomlearn.cotangent_lift.manifold_cotangent_lift]
         (`reduced_dim`, `n_features`, `margin`, `ridge`); the integrator is kept."""
-        if hasattr(snapshots, "trajectories"):
+        if isinstance(snapshots, TrajectoryData):
             check_data_dim(self, snapshots, "snapshots")
             X = np.concatenate([np.asarray(t) for t in snapshots.trajectories])
         else:

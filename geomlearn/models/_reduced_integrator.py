@@ -29,6 +29,21 @@ _INTEGRATORS: dict[str, Callable[..., eqx.Module]] = {
 }
 
 
+def _sizes(integrator_net) -> tuple[int, int]:
+    """`(n_layers, width)` of a reduced integrator of one of the kinds `ReducedIntegrator`
+    builds (a `LASympNet` has no width: the default 16 is recorded)."""
+    if isinstance(integrator_net, ResNet):
+        return integrator_net.depth, integrator_net.width
+    if isinstance(integrator_net, GSympNet):
+        return integrator_net.n_layers, integrator_net.width
+    if isinstance(integrator_net, LASympNet):
+        return integrator_net.n_layers, 16
+    raise TypeError(
+        "from_parts reads n_layers and width from a GSympNet, LASympNet or ResNet; pass "
+        f"n_layers= and width= for a {type(integrator_net).__name__}"
+    )
+
+
 class ReducedIntegrator(AbstractLatentIntegrator):
     r"""A learned integrator in the reduced space of a symplectic autoencoder.
 
@@ -122,9 +137,10 @@ class ReducedIntegrator(AbstractLatentIntegrator):
         """A `ReducedIntegrator` made of a (trained) autoencoder and a (trained or fresh)
         reduced integrator, with the configuration read from both (so it can be saved)."""
         cfg = autoencoder.config()
-        n_layers = n_layers if n_layers is not None else getattr(
-            integrator_net, "n_layers", getattr(integrator_net, "depth", 1))
-        width = width if width is not None else getattr(integrator_net, "width", 16)
+        if n_layers is None or width is None:
+            read_layers, read_width = _sizes(integrator_net)
+            n_layers = read_layers if n_layers is None else n_layers
+            width = read_width if width is None else width
         skeleton = eqx.filter_eval_shape(
             lambda: cls(cfg["full_dim"], cfg["reduced_dim"], integrator=integrator,
                         n_layers=n_layers, width=width, autoencoder_width=cfg["width"],

@@ -1,4 +1,17 @@
-r"""The symplectic autoencoder and its PSD-like layers (see `geomlearn.models.autoencoder`)."""
+r"""The symplectic autoencoder and its PSD-like layers (see `geomlearn.models.autoencoder`).
+
+**Reference state.** `initialize_from_psd` sets the reference state $\bar x$ of a
+`SymplecticAutoencoder` to the snapshot mean, so that no mode is spent on the conserved
+mean position; it is then trained with the other parameters. It sets the loss weights
+$w_q$, $w_p$ to the reciprocal root-mean-square variation of the positions and of the
+momenta, so the relative loss weighs the motion of $q$ and of $p$ alike (where a large
+constant part of $q$ and small momenta would otherwise let the loss ignore $p$; see the
+concepts page on model reduction).
+
+**Width.** Every gradient layer has `width` hidden units (the reference package uses a
+width proportional to the dimension; a fixed width keeps the 400-dimensional layers
+cheap on a CPU).
+"""
 
 from __future__ import annotations
 
@@ -91,30 +104,19 @@ class SymplecticAutoencoder(AbstractPointModel):
     so does the decoder (Brantner & Kraus, *Symplectic autoencoders for model reduction
     of Hamiltonian systems*, 2023). The encoder is not constrained beyond its layers.
 
-    **Reference state.** The encoder first subtracts, and the decoder finally adds, a
-    reference state $\bar x$ (`reference`, zero for a new autoencoder): $\Psi^d(y) =
-    \bar x + \dots$ is still a symplectic immersion (a translation is symplectic).
-    [`initialize_from_psd`][geomlearn.models.initialize_from_psd] sets it to the
-    snapshot mean, so that no mode is spent on the conserved mean position; it is then
-    trained with the other parameters.
+    **Reference state and weights.** The encoder first subtracts, and the decoder finally
+    adds, a reference state $\bar x$ (`reference`; a translation keeps the decoder a
+    symplectic immersion), and the reconstruction is compared centred and weighted per
+    block, $w\odot(\Psi^d(\Psi^e(x)) - \bar x)$ against $w\odot(x - \bar x)$ with
+    $w = (w_q\mathbf 1_N, w_p\mathbf 1_N)$ (`loss_weights`, not trained). A new
+    autoencoder has $\bar x = 0$ and unit weights;
+    [`initialize_from_psd`][geomlearn.models.initialize_from_psd] sets them from the data.
 
-    Every gradient layer has `width` hidden units (the reference package uses a width
-    proportional to the dimension; a fixed width keeps the 400-dimensional layers cheap
-    on a CPU).
-
-    **Training** (`geomlearn.fit`): the samples are the *snapshots* — every state of a
+    **Training** (`geomlearn.fit`): the samples are the snapshots — every state of a
     `TrajectoryData`, or a tuple `(X, X)` of arrays `(M, full_dim)` — and the prediction
-    is the reconstruction `decode(encode(x))`, compared centred and weighted per block:
-    $w\odot(\Psi^d(\Psi^e(x)) - \bar x)$ against $w\odot(x - \bar x)$ with the
-    weights $w = (w_q\mathbf 1_N, w_p\mathbf 1_N)$ (`loss_weights`, not trained; ones for
-    a new autoencoder). `initialize_from_psd` sets $w_q$, $w_p$ to the reciprocal
-    root-mean-square variation of the positions and of the momenta, so the relative loss
-    weighs the motion of $q$ and of $p$ alike (where a large constant part of $q$ and
-    small momenta would otherwise let the loss ignore $p$; see the concepts page on
-    model reduction). Use
-    `optimizer=geomlearn.manifolds.riemannian_adam(...)` so the Stiefel matrices stay
-    orthonormal. An autoencoder is not an integrator: `iterate` refuses it.
-    `structure` is `"symplectic"`: the *decoder* is a symplectic immersion.
+    is the reconstruction; use `optimizer=geomlearn.manifolds.riemannian_adam(...)` so the
+    Stiefel matrices stay orthonormal. An autoencoder is not an integrator: `iterate`
+    refuses it. `structure` is `"symplectic"`: the *decoder* is a symplectic immersion.
 
     **Arguments:** `full_dim = 2N`, `reduced_dim = 2n` (even, `reduced_dim ≤ full_dim`);
     `n_encoder_layers = 4`, `n_encoder_blocks = 2`, `n_decoder_layers = 1`,

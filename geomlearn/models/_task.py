@@ -23,6 +23,8 @@ from typing import ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 
+from ..data import TrajectoryData
+
 __all__ = [
     "AbstractSamples",
     "Pairs",
@@ -175,7 +177,7 @@ def sample_arrays(data, what: str):
     """`(inputs, targets)` of a tuple `data`, checked to be two floating arrays of one
     shape; `None` when `data` is not a tuple (then it should be a `TrajectoryData`)."""
     if not isinstance(data, (tuple, list)):
-        if not (hasattr(data, "pairs") and hasattr(data, "windows") and hasattr(data, "dt")):
+        if not isinstance(data, TrajectoryData):
             raise TypeError(
                 f"{what} must be a TrajectoryData or a tuple (inputs, targets) of arrays, "
                 f"got {type(data).__name__}"

@@ -9,7 +9,11 @@ Phase-space areas shrink at the one rate $\gamma$ everywhere, and the flow split
 exactly into a symplectic part and the damping $D_t(q, p) = (q, e^{-\gamma t} p)$
 (Bhatt, Floyd and Moore, *Second order conformal symplectic schemes for damped
 Hamiltonian systems*, J. Sci. Comput. 66, 2016). A conservative network cannot
-represent such a map; `ConformalSympNet` composes the damping with a SympNet.
+represent such a map; `ConformalSympNet` composes the damping with a SympNet. Every
+conformally symplectic map of factor $c$ is $D \circ S$ with $S$ symplectic, so the
+network is as expressive for damped systems as the G-SympNet is for conservative ones;
+the splitting $D_{\tau/2} S D_{\tau/2}$ (Strang) makes $S$ approximate the flow of the
+conservative part to second order. The command line sets `dt` from the data.
 """
 
 from __future__ import annotations
@@ -35,11 +39,10 @@ from ..geometry import (
     volume_residual,
 )
 from ..layers.sympnet import GradientLayerP, GradientLayerQ
-from ._integrators import AbstractFeedForwardIntegrator
+from ._integrators import AbstractFeedForwardIntegrator, AbstractMapCheck, model_map_description
 from ._stack import alternate
-from ._task import Task
 
-__all__ = ["INITIAL_DAMPING", "ConformalSympNet"]
+__all__ = ["INITIAL_DAMPING", "ConformalCheck", "ConformalSympNet"]
 
 #: The damping rate a `ConformalSympNet` with learned damping starts from.
 INITIAL_DAMPING = 0.05
@@ -62,6 +65,34 @@ def _check_damping(damping):
     return float(damping)
 
 
+class ConformalCheck(AbstractMapCheck):
+    r"""The check of a conformally symplectic map with the model's own factor
+    $c$ (`model.conformal_factor`), `ConformalSympNet.map_check`."""
+
+    def residuals(self, model, points) -> dict:
+        r"""`{"conformal_symplecticity", "symplecticity", "volume", "condition"}`, each the
+        maximum over `points`: the conformal residual with the model's own factor $c$
+        (claimed), the plain symplecticity and volume residuals (not claimed: they are
+        $|1 - c|$ and $|1 - c^n|$ for an exact map) and the Jacobian's condition number."""
+        c = model.conformal_factor(dtype=points.dtype)
+
+        def one(z):
+            return {"conformal_symplecticity": conformal_symplecticity_residual(model, z, c),
+                    "symplecticity": symplecticity_residual(model, z),
+                    "volume": volume_residual(model, z),
+                    "condition": jnp.linalg.cond(jacobian(model, z))}
+
+        values = jax.jit(jax.vmap(one))(points)
+        return {k: float(np.max(np.asarray(v, np.float64))) for k, v in values.items()}
+
+    def describe(self, model) -> str:
+        gamma = float(model.damping_rate(jnp.float64 if jax.config.jax_enable_x64 else None))
+        tau = 1.0 if model.dt is None else model.dt
+        return (f"{model_map_description(model)} = D ∘ S ∘ D, conformally symplectic "
+                f"with factor c = exp(-γ·dt) = {math.exp(-gamma * tau):.6g} "
+                f"(γ = {gamma:.6g}, dt = {tau:g})")
+
+
 class ConformalSympNet(AbstractFeedForwardIntegrator):
     r"""A conformally symplectic network: a G-SympNet between two half damping steps,
 
@@ -78,11 +109,7 @@ class ConformalSympNet(AbstractFeedForwardIntegrator):
       \quad\text{for every } z \text{ and every parameter value,}$$
 
     the identity the structure `"conformal-symplectic"` claims and `geomlearn check`
-    tests (with the factor $c = e^{-\gamma\tau}$ named in its report). Every conformally
-    symplectic map of factor $c$ is $D \circ S$ with $S$ symplectic, so the network is as
-    expressive for damped systems as the G-SympNet is for conservative ones; the
-    splitting $D_{\tau/2} S D_{\tau/2}$ (Strang) makes $S_\theta$ approximate the flow
-    of the conservative part to second order.
+    tests (with the factor $c = e^{-\gamma\tau}$ named in its report).
 
     **The damping rate** $\gamma \ge 0$ is learned, $\gamma = \operatorname{softplus}
     (\rho)$ with one trainable scalar $\rho$ (starting at $\gamma$ = `INITIAL_DAMPING`),
@@ -91,16 +118,13 @@ class ConformalSympNet(AbstractFeedForwardIntegrator):
 
     **Arguments:**
 
-    - `dim`: the phase-space dimension `2n` (even).
+    - `dim`: the phase-space dimension `2n` (even); `key`: a JAX PRNG key (keyword-only).
     - `n_layers`: the number of gradient layers `≥ 1`; `width`: their hidden width `≥ 1`.
-    - `key`: a JAX PRNG key (keyword-only).
     - `damping`: `"learned"` (default) or a rate $\gamma \ge 0$.
     - `dt`: the time step $\tau$ of one application in the units of $\gamma$; `None`
-      (default) means $\tau = 1$ ($\gamma$ per step). The command line sets it from the
-      data. A call with a step size `h` uses $\tau = h$ and scales the layers by `h`
-      (as the extended SympNets).
-    - `activation`: a callable or a name (default `jnp.tanh`); `dtype`: the parameter
-      dtype.
+      (default) means $\tau = 1$ ($\gamma$ per step). A call with a step size `h` uses
+      $\tau = h$ and scales the layers by `h` (as the extended SympNets).
+    - `activation`: a callable or a name (default `jnp.tanh`); `dtype`: the parameter dtype.
 
     **Call:** `model(z, h=None)` on one point `(dim,)`; returns its shape and dtype.
 
@@ -112,6 +136,7 @@ class ConformalSympNet(AbstractFeedForwardIntegrator):
     """
 
     structure: ClassVar[str] = "conformal-symplectic"
+    map_check: ClassVar[AbstractMapCheck] = ConformalCheck()
 
     layers: tuple[GradientLayerQ | GradientLayerP, ...]
     raw_damping: Float[Array, ""] | None
@@ -183,26 +208,3 @@ class ConformalSympNet(AbstractFeedForwardIntegrator):
         for layer in self.layers:
             z = layer(z, hs)
         return scale * z
-
-    def structure_residuals(self, points, task: Task) -> dict:
-        r"""`{"conformal_symplecticity", "symplecticity", "volume", "condition"}`, each the
-        maximum over `points`: the conformal residual with the model's own factor $c$
-        (claimed), the plain symplecticity and volume residuals (not claimed: they are
-        $|1 - c|$ and $|1 - c^n|$ for an exact map) and the Jacobian's condition number."""
-        c = self.conformal_factor(dtype=points.dtype)
-
-        def one(z):
-            return {"conformal_symplecticity": conformal_symplecticity_residual(self, z, c),
-                    "symplecticity": symplecticity_residual(self, z),
-                    "volume": volume_residual(self, z),
-                    "condition": jnp.linalg.cond(jacobian(self, z))}
-
-        values = jax.jit(jax.vmap(one))(points)
-        return {k: float(np.max(np.asarray(v, np.float64))) for k, v in values.items()}
-
-    def describe_step(self, task: Task) -> str:
-        gamma = float(self.damping_rate(jnp.float64 if jax.config.jax_enable_x64 else None))
-        tau = 1.0 if self.dt is None else self.dt
-        return (f"the model map z ↦ ConformalSympNet(z) = D ∘ S ∘ D, conformally symplectic "
-                f"with factor c = exp(-γ·dt) = {math.exp(-gamma * tau):.6g} "
-                f"(γ = {gamma:.6g}, dt = {tau:g})")

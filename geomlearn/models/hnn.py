@@ -16,9 +16,23 @@ from .._nn import check_point
 from .._validation import check_even, check_int, check_stored_dt, float_dtype
 from ..geometry import symplectic_matrix
 from ._integrators import AbstractHamiltonianModel
-from ._task import Task
 
-__all__ = ["HamiltonianNeuralNetwork"]
+__all__ = ["HamiltonianNeuralNetwork", "energy_mlp"]
+
+
+def energy_mlp(dim: int, width: int, depth: int, *, key: PRNGKeyArray, dtype, output_scale: float = 1.0):
+    r"""`(weights, biases)` of a scalar perceptron $\mathbb{R}^{dim} \to \mathbb{R}$ with
+    `depth` hidden layers of `width` units: Glorot normal weights
+    $\sqrt{2/(\text{fan}_\text{in} + \text{fan}_\text{out})}\,\mathcal{N}(0, 1)$ (the output
+    layer's times `output_scale`) and zero biases, in `dtype`."""
+    sizes = [dim] + [width] * depth + [1]
+    keys = jax.random.split(key, len(sizes) - 1)
+    scales = [1.0] * (len(sizes) - 2) + [output_scale]
+    weights = tuple(
+        s * math.sqrt(2.0 / (fan_in + fan_out)) * jax.random.normal(k, (fan_out, fan_in), dtype)
+        for k, s, fan_in, fan_out in zip(keys, scales, sizes[:-1], sizes[1:])
+    )
+    return weights, tuple(jnp.zeros((fan_out,), dtype) for fan_out in sizes[1:])
 
 
 class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
@@ -30,41 +44,31 @@ class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
       \sigma(W_1 z + b_1) \cdots + b_{\text{depth}}\big) + b_{\text{out}},$$
 
     and the model's dynamics is Hamilton's equation
-    $\dot z = X_\theta(z) = \mathbb{J}\,\nabla H_\theta(z)$, with the gradient taken by
-    `jax.grad` and $\mathbb{J}$ from [`symplectic_matrix`][geomlearn.geometry.symplectic_matrix]
-    (Greydanus, Dzamba, Yosinski, *Hamiltonian Neural Networks*, NeurIPS 2019). Because
-    the field is Hamiltonian for every $\theta$, it is divergence-free and conserves
-    $H_\theta$ exactly, and its exact flow is symplectic; training fits $X_\theta$ to
-    observed time derivatives.
+    $\dot z = X_\theta(z) = \mathbb{J}\,\nabla H_\theta(z)$ (`jax.grad`, $\mathbb{J}$ from
+    [`symplectic_matrix`][geomlearn.geometry.symplectic_matrix]; Greydanus, Dzamba,
+    Yosinski, *Hamiltonian Neural Networks*, NeurIPS 2019). For every $\theta$ the field
+    is divergence-free and conserves $H_\theta$ exactly, and its exact flow is symplectic.
 
-    **`structure` is `"symplectic"`**: the map that is iterated (by `geomlearn.iterate`,
-    checked by `evaluate` and `geomlearn check`) is one implicit-midpoint step of the
-    learned field, solved to round-off — a symplectic map for every $\theta$ (see
-    [`AbstractHamiltonianModel`][geomlearn.models.AbstractHamiltonianModel]). The field
-    itself is divergence-free and conserves $H_\theta$ exactly.
+    **`structure` is `"symplectic"`**: the iterated map (of `iterate`, `evaluate` and
+    `geomlearn check`) is one implicit-midpoint step of the learned field, solved to
+    round-off — symplectic for every $\theta$ (see
+    [`AbstractHamiltonianModel`][geomlearn.models.AbstractHamiltonianModel]).
 
     **Parameters** (`dim = 2n = d`, `width = w`, `depth = k ≥ 1`):
-    $d w + w + (k - 1)(w^2 + w) + w + 1$.
+    $d w + w + (k - 1)(w^2 + w) + w + 1$; Glorot normal weights, zero biases.
 
-    **Initialisation:** Glorot normal weights, zero biases.
+    **Arguments:** `dim`, the phase-space dimension `2n` (even), and
 
-    **Arguments:**
-
-    - `dim`: the phase-space dimension `2n` (even; odd raises `ValueError`).
-    - `width`: the hidden width `w ≥ 1`.
-    - `depth`: the number of hidden layers `k ≥ 1`.
-    - `activation`: a callable or a name (default `jnp.tanh`); it must be differentiable
-      for the vector field to be meaningful.
+    - `width`, `depth`: the hidden width `w ≥ 1` and the number of hidden layers `k ≥ 1`.
+    - `activation`: a callable or a name (default `jnp.tanh`), differentiable.
     - `dt`: the time step of the iterated map, a finite number `> 0`, or `None` (the
-      default: given by the data or the rollout's `dt=`). It is stored in the model's
-      file, so a loaded network rolls out and is checked with the step it was trained
-      for; `with_dt(dt)` returns a copy with another one. A `dt` passed to a rollout
-      or a task takes precedence.
+      default: given by the data or the rollout's `dt=`, which take precedence). It is
+      stored in the model's file, so a loaded network rolls out with the step it was
+      trained for; `with_dt(dt)` returns a copy with another one.
     - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype.
 
-    **Methods:** `hamiltonian(z)` returns the scalar $H_\theta(z)$ and
-    `vector_field(z)` returns $\mathbb{J}\nabla H_\theta(z)$ of shape `(dim,)`, both in
-    `z`'s dtype, for one point `z` of shape `(dim,)` (use `jax.vmap` for batches).
+    **Methods:** `hamiltonian(z)`, the scalar $H_\theta(z)$, and `vector_field(z)`,
+    $\mathbb{J}\nabla H_\theta(z)$, in `z`'s dtype for one point `z` `(dim,)` (vmap batches).
 
     ```python
     hnn = HamiltonianNeuralNetwork(2, width=32, depth=2, key=jax.random.PRNGKey(0))
@@ -98,27 +102,14 @@ class HamiltonianNeuralNetwork(AbstractHamiltonianModel):
         self.depth = check_int("depth", depth, minimum=1)
         resolve_activation(activation)
         self.activation = activation
-        dtype = float_dtype(dtype)
-        sizes = [self.dim] + [self.width] * self.depth + [1]
-        keys = jax.random.split(key, len(sizes) - 1)
-        self.weights = tuple(
-            math.sqrt(2.0 / (fan_in + fan_out)) * jax.random.normal(k, (fan_out, fan_in), dtype)
-            for k, fan_in, fan_out in zip(keys, sizes[:-1], sizes[1:])
-        )
-        self.biases = tuple(jnp.zeros((fan_out,), dtype) for fan_out in sizes[1:])
+        self.weights, self.biases = energy_mlp(self.dim, self.width, self.depth, key=key,
+                                               dtype=float_dtype(dtype))
 
     def with_dt(self, dt: float | None) -> HamiltonianNeuralNetwork:
         """A copy with the time step `dt` (stored in its file; see `dt`)."""
         new = copy.copy(self)
         object.__setattr__(new, "dt", check_stored_dt(dt))
         return new
-
-    def task(self, *, seq_length=None, prediction_window=None, dt=None, data_dt=None) -> Task:
-        """The task of the parent class, with this network's `dt` where none is given."""
-        if dt is None and data_dt is None:
-            dt = self.dt
-        return super().task(seq_length=seq_length, prediction_window=prediction_window, dt=dt,
-                            data_dt=data_dt)
 
     def hamiltonian(self, z: Float[Array, " dim"]) -> Float[Array, ""]:
         r"""The learned energy $H_\theta(z)$ at one point `z` of shape `(dim,)`."""

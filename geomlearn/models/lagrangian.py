@@ -1,8 +1,38 @@
-r"""Lagrangian neural networks (Cranmer, Greydanus, Hoyer, Battaglia, Spergel and Ho, 2020)."""
+r"""Lagrangian neural networks (Cranmer, Greydanus, Hoyer, Battaglia, Spergel and Ho, 2020).
+
+A `LagrangianNeuralNetwork` learns from positions and velocities (no canonical momenta).
+
+**Why the kinetic prior.** The acceleration needs the inverse of the velocity Hessian
+$\nabla_{\dot q}\nabla_{\dot q}^\top L_\theta = M + \nabla_{\dot q}\nabla_{\dot q}^\top
+N_\theta$. For a bare MLP (Cranmer et al.'s form) at a Glorot initialisation this Hessian
+is small and indefinite, so it is singular on a hypersurface of state space: the initial
+accelerations are huge near it, the loss is dominated by a few samples, and training
+steps into singular Hessians. With the prior, at initialisation the Hessian is $I$ plus a
+small correction and $\ddot q \approx 0$: training starts from a well-posed "free
+particle" and learns the potential and the configuration-dependent mass as the
+correction $N_\theta$ (and a constant mass as $M$). A mechanical Lagrangian
+$\tfrac12\dot q^\top M(q)\dot q - V(q)$ is of this form, with $N_\theta$ learning
+$\tfrac12\dot q^\top (M(q) - M)\dot q - V(q)$. The prior restricts nothing: $M$ is
+trained with the rest and may go to zero (which recovers the bare form).
+
+**Singular Hessians.** The acceleration exists only where the velocity Hessian is
+invertible. Where its condition number exceeds $1/(64\,\varepsilon)$ of the dtype or the
+result is not finite, `acceleration` (and so training and rollouts) raises at run time
+(`eqx.error_if`) with a message naming the condition.
+
+**States and data.** A state is $z = (q, \dot q)$, shape `(2n,)` (`dim = 2n`).
+
+- `fit` on a tuple `(states, accelerations)` of arrays `(M, 2n)` and `(M, n)` (or
+  `(M, 2n)` time derivatives $(\dot q, \ddot q)$, of which $\ddot q$ is compared):
+  acceleration regression, `(q, q̇) → q̈`, as in the paper.
+- `fit` on a `TrajectoryData` of states $(q, \dot q)$: one-step pairs, predicted by one
+  classical Runge–Kutta (RK4) step of the learned dynamics with the data's `dt`. (For a
+  canonical system with $p \ne \dot q$, convert the momenta to velocities first.)
+- `iterate(model, z0, N, dt=...)`: an RK4 rollout of the learned dynamics (needs `dt`).
+"""
 
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Callable, ClassVar
 
@@ -15,9 +45,11 @@ from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._nn import OUTPUT_INIT_SCALE, check_point
 from .._validation import check_int, float_dtype
+from ..data import TrajectoryData
 from ._base import map_residuals
 from ._integrators import AbstractPointModel, point_rollout
 from ._task import Accelerations, Pairs, Task, check_data_dim, require_dt, step_size_task
+from .hnn import energy_mlp
 
 __all__ = ["LagrangianNeuralNetwork"]
 
@@ -39,63 +71,24 @@ def _condition_limit(dtype) -> float:
 class LagrangianNeuralNetwork(AbstractPointModel):
     r"""A learned Lagrangian $L_\theta(q, \dot q)$ and its Euler–Lagrange dynamics.
 
-    $L_\theta : \mathbb{R}^n \times \mathbb{R}^n \to \mathbb{R}$ is a kinetic prior plus a
-    multilayer perceptron $N_\theta$ of $x = (q, \dot q)$ with `depth` hidden layers of
-    `width` units,
+    A kinetic prior plus a multilayer perceptron $N_\theta$ of $(q, \dot q)$ with `depth`
+    hidden layers of `width` units (Cranmer et al., *Lagrangian Neural Networks*, 2020),
 
     $$L_\theta(q, \dot q) = \tfrac12\,\dot q^\top M \dot q + N_\theta(q, \dot q),
       \qquad M = \tfrac12 (A + A^\top),$$
 
-    with $A$ (the field `mass`, $n\times n$, unconstrained) initialised to the identity and
-    the output layer of $N_\theta$ initialised at `output_scale` $= 0.1$ times the Glorot
-    scale. The Euler–Lagrange equation
-    $\frac{d}{dt}\nabla_{\dot q} L = \nabla_q L$ solved for the acceleration gives
+    with $A$ (the field `mass`) initialised to the identity and the output layer of
+    $N_\theta$ at `output_scale` times the Glorot scale (the module documentation says
+    why). The Euler–Lagrange equation solved for the acceleration,
 
     $$\ddot q = \big(\nabla_{\dot q}\nabla_{\dot q}^\top L\big)^{-1}
       \big(\nabla_q L - (\nabla_{\dot q}\nabla_q^\top L)\,\dot q\big),$$
 
-    computed with `jax.hessian` and a linear solve for one state (vmapped by the
-    pipeline; no Python loops over samples). The learned dynamics conserves the energy
-    $E_\theta = \dot q\cdot\nabla_{\dot q}L_\theta - L_\theta$ exactly (Cranmer et al.,
-    *Lagrangian Neural Networks*, ICLR 2020 workshop on integration of deep neural models
-    and differential equations). Unlike a Hamiltonian network it needs no canonical
-    momenta: it learns from positions and velocities.
-
-    **Why the kinetic prior.** The acceleration needs the inverse of the velocity Hessian
-    $\nabla_{\dot q}\nabla_{\dot q}^\top L_\theta = M + \nabla_{\dot q}\nabla_{\dot q}^\top
-    N_\theta$. For a bare MLP (Cranmer et al.'s form) at a Glorot initialisation this
-    Hessian is small and indefinite, so it is singular on a hypersurface of state space:
-    the initial accelerations are huge near it, the loss is dominated by a few samples,
-    and training steps into singular Hessians. With the prior, at initialisation the
-    Hessian is $I$ plus a small correction and $\ddot q \approx 0$: training starts from a
-    well-posed "free particle" and learns the potential and the
-    configuration-dependent mass as the correction $N_\theta$ (and a constant mass as $M$).
-    A mechanical Lagrangian $\tfrac12\dot q^\top M(q)\dot q - V(q)$ is of this form, with
-    $N_\theta$ learning $\tfrac12\dot q^\top (M(q) - M)\dot q - V(q)$. The prior restricts
-    nothing: $M$ is trained with the rest and may go to zero (which recovers the bare
-    form).
-
-    **Singular Hessians.** The acceleration exists only where the velocity Hessian
-    $\nabla_{\dot q}\nabla_{\dot q}^\top L$ is invertible. Where its condition number
-    exceeds $1/(64\,\varepsilon)$ of the dtype (about $7\cdot10^{13}$ in float64, $5\cdot
-    10^5$ in float32) or the result is not finite, `acceleration` (and so training and
-    rollouts) raises at run time (`eqx.error_if`) with a message naming the condition.
-
-    **States and data.** A state is $z = (q, \dot q)$, shape `(2n,)` (`dim = 2n`).
-
-    - `fit` on a tuple `(states, accelerations)` of arrays `(M, 2n)` and `(M, n)` (or
-      `(M, 2n)` time derivatives $(\dot q, \ddot q)$, of which $\ddot q$ is compared):
-      acceleration regression, `(q, q̇) → q̈`, as in the paper.
-    - `fit` on a `TrajectoryData` of states $(q, \dot q)$: one-step pairs, predicted by
-      one classical Runge–Kutta (RK4) step of the learned dynamics with the data's `dt`.
-      (For a canonical system with $p \ne \dot q$, convert the momenta to velocities
-      first.)
-    - `iterate(model, z0, N, dt=...)`: an RK4 rollout of the learned dynamics (needs
-      `dt`).
-
-    **`structure` is `"none"`**: the flow preserves the Lagrangian 2-form
-    $d(\nabla_{\dot q}L\cdot dq)$, not the canonical form of $(q, \dot q)$, and the RK4
-    step is not symplectic; what is conserved (by the flow) is $E_\theta$.
+    is computed with `jax.hessian` and a linear solve for one state `z = (q, q̇)`
+    `(2n,)`; it raises where the velocity Hessian is singular. The flow conserves
+    $E_\theta = \dot q\cdot\nabla_{\dot q}L_\theta - L_\theta$ exactly. `structure` is
+    `"none"`: the flow keeps the Lagrangian 2-form, not the canonical form of
+    $(q, \dot q)$, and the RK4 step of a rollout is not symplectic.
 
     **Arguments:**
 
@@ -147,15 +140,9 @@ class LagrangianNeuralNetwork(AbstractPointModel):
         resolve_activation(activation)
         self.activation = activation
         dtype = float_dtype(dtype)
-        sizes = [self.dim] + [self.width] * self.depth + [1]
-        keys = jax.random.split(key, len(sizes) - 1)
-        scales = [1.0] * (len(sizes) - 2) + [self.output_scale]
-        self.weights = tuple(
-            s * math.sqrt(2.0 / (fan_in + fan_out)) * jax.random.normal(k, (fan_out, fan_in), dtype)
-            for k, s, fan_in, fan_out in zip(keys, scales, sizes[:-1], sizes[1:])
-        )
+        self.weights, self.biases = energy_mlp(self.dim, self.width, self.depth, key=key, dtype=dtype,
+                                               output_scale=self.output_scale)
         self.mass = jnp.eye(self.n, dtype=dtype)
-        self.biases = tuple(jnp.zeros((fan_out,), dtype) for fan_out in sizes[1:])
 
     # ------------------------------------------------------------------ the physics
 
@@ -259,7 +246,7 @@ class LagrangianNeuralNetwork(AbstractPointModel):
         """One-step pairs of a `TrajectoryData` (RK4 steps with its `dt`), or a tuple
         `(states (M, 2n), accelerations (M, n) or derivatives (M, 2n))`."""
         if not isinstance(data, (tuple, list)):
-            if not (hasattr(data, "pairs") and hasattr(data, "dt")):
+            if not isinstance(data, TrajectoryData):
                 raise TypeError(
                     f"{what} must be a TrajectoryData or a tuple (states, accelerations), "
                     f"got {type(data).__name__}"

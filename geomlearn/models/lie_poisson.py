@@ -50,12 +50,24 @@ from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_int, float_dtype, step_size
 from ..geometry import casimir_residual, jacobian, poisson_residual, volume_residual
 from ..layers.lie_poisson import LiePoissonRidgeLayer
-from ._integrators import AbstractFeedForwardIntegrator
+from ._integrators import AbstractFeedForwardIntegrator, AbstractMapCheck, model_map_description
 from ._stack import index_stack, scan_stack, stack_modules
 
-__all__ = ["LiePoissonNet"]
+__all__ = ["LiePoissonCheck", "LiePoissonNet"]
 
 _AXES = np.eye(3)
+
+
+class LiePoissonCheck(AbstractMapCheck):
+    """The check of a Lie–Poisson map of so(3)*, `LiePoissonNet.map_check`: `{"poisson",
+    "casimir", "volume", "condition"}` of the model map at `points` `(B, 3)`, each the
+    maximum over the points (`geomlearn.geometry`)."""
+
+    def residuals(self, model, points) -> dict:
+        return _lie_poisson_residuals(model, points)
+
+    def describe(self, model) -> str:
+        return model_map_description(model)
 
 
 def _lie_poisson_residuals(fmap, points) -> dict:
@@ -101,15 +113,13 @@ class LiePoissonNet(AbstractFeedForwardIntegrator):
     **Arguments:**
 
     - `dim`: the dimension of the state, which must be 3 ($\mathfrak{so}(3)^*$).
-    - `n_layers`: the number of rotations `≥ 1`; layer $i$ starts on the coordinate
-      axis $e_{(i \bmod 3)+1}$.
+    - `n_layers`: the number of rotations `≥ 1` (layer $i$ starts on the axis $e_{(i \bmod 3)+1}$).
     - `width`: neurons of each $\varphi_i'$, `≥ 1` (default 2).
     - `activation`: $\sigma$, a callable or a name (default `"tanh"`).
     - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype.
 
-    **Call:** `model(z, h=None)` on one point `(3,)` (`h` scales every angle: the model
-    is then the time-$h$ flow of each factor); `model.inverse(z, h=None)` is the exact
-    inverse.
+    **Call:** `model(z, h=None)` on one point `(3,)` (`h` scales every angle: the time-$h$
+    flow of each factor); `model.inverse(z, h=None)` is the exact inverse.
 
     ```python
     model = LiePoissonNet(3, n_layers=6, width=2, key=jax.random.PRNGKey(0))
@@ -120,6 +130,7 @@ class LiePoissonNet(AbstractFeedForwardIntegrator):
     """
 
     structure: ClassVar[str] = "lie-poisson"
+    map_check: ClassVar[AbstractMapCheck] = LiePoissonCheck()
 
     layers: LiePoissonRidgeLayer
     dim: int = eqx.field(static=True)
@@ -171,8 +182,3 @@ class LiePoissonNet(AbstractFeedForwardIntegrator):
         """The exact inverse: every rotation undone, in reverse order."""
         check_point(type(self).__name__, z, self.dim)
         return scan_stack(self.layers, z, step_size(h, z.dtype), True)
-
-    def structure_residuals(self, points, task) -> dict:
-        """`{"poisson", "casimir", "volume", "condition"}` of the model map at `points`
-        `(B, 3)`, each the maximum over the points (`geomlearn.geometry`)."""
-        return _lie_poisson_residuals(self, points)

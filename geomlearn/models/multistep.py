@@ -40,12 +40,14 @@ for a point map).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 from .._validation import check_int
-from ._base import AbstractModel
+from ._base import AbstractInferenceForm, AbstractModel
 from ._task import Task, check_data_dim, sample_arrays
 
 __all__ = ["MultiStep"]
@@ -69,6 +71,13 @@ class _OfWrapped:
         if instance is None:
             return self if self.on_class is _UNSET else self.on_class
         return getattr(instance.model, self.name)
+
+
+class _WrappedModelForm(AbstractInferenceForm):
+    """The inference form of the wrapped model (`MultiStep.inference`)."""
+
+    def of(self, model):
+        return model.model.inference_form()
 
 
 class MultiStep(AbstractModel):
@@ -133,7 +142,7 @@ class MultiStep(AbstractModel):
     rollout = _OfWrapped()
     structure_residuals = _OfWrapped()
     describe_step = _OfWrapped()
-    inference_form = _OfWrapped()
+    inference: ClassVar[AbstractInferenceForm] = _WrappedModelForm()
 
     # --------------------------------------------------------------- what is fitted
 

@@ -32,6 +32,7 @@ from .._validation import check_bool, check_int, check_stored_dt, float_dtype
 from ..geometry import jacobian, symplectic_matrix
 from ._base import scan_rollout
 from ._discrete_gradient import (
+    AbstractForcing,
     discrete_gradient,
     forcing_named,
     rounding_level,
@@ -103,75 +104,41 @@ class PortHamiltonianNN(AbstractPointModel):
     r"""A port-Hamiltonian network: $\dot x = (\mathbb{J} - R_\theta(x))\nabla
     H_\theta(x) + F_\theta(x, t)$ on $x = (q, p) \in \mathbb{R}^{2n}$.
 
-    - $H_\theta$: a multilayer perceptron (`depth` hidden layers of `width` units), as in
-      `HamiltonianNeuralNetwork`;
-    - $R_\theta = L_\theta L_\theta^\top \succeq 0$ with $L_\theta$ lower triangular:
-      one trainable matrix (default), or a perceptron of $x$ with one hidden layer when
-      `state_dependent_dissipation=True`;
-    - $F_\theta = (0, f_\theta)$, a force on the momenta: none (`forcing=None`), a
-      perceptron of the time (`"time"`) or of the state and the time (`"state-time"`).
-
-    The conservative `HamiltonianNeuralNetwork` is the case $R = 0$, $F = 0$.
+    $H_\theta$ is a perceptron (`depth` hidden layers of `width` units);
+    $R_\theta = L_\theta L_\theta^\top \succeq 0$, $L_\theta$ lower triangular, one matrix
+    or (`state_dependent_dissipation`) a perceptron of $x$; $F_\theta = (0, f_\theta)$ a
+    force on the momenta, by `forcing` ($R = 0$, $F = 0$: `HamiltonianNeuralNetwork`).
 
     **Iterated map** (`discrete_gradient_step`): with Gonzalez's discrete gradient
-    $\bar\nabla H_\theta(x, y)$, $\bar x = (x + y)/2$,
-    $$y = x + h\big[(\mathbb{J} - R_\theta(\bar x))\,\bar\nabla H_\theta(x, y) +
-      F_\theta(\bar x, t + h/2)\big],$$
-    solved to round-off. For **every parameter value** it obeys the discrete energy
-    balance
-    $$H_\theta(y) - H_\theta(x) = -h\,\bar\nabla H_\theta^\top R_\theta\,\bar\nabla
-      H_\theta + h\,\bar\nabla H_\theta^\top F_\theta,$$
-    the structure `"energy-balance"` that `geomlearn check` tests
-    (`energy_balance_residual`).
+    $\bar\nabla H_\theta(x, y)$ and $\bar x = (x + y)/2$,
+    $y = x + h\big[(\mathbb{J} - R_\theta(\bar x))\,\bar\nabla H_\theta(x, y) +
+    F_\theta(\bar x, t + h/2)\big]$, solved to round-off. For every parameter value it
+    obeys $H_\theta(y) - H_\theta(x) = -h\,\bar\nabla H_\theta^\top R_\theta\,\bar\nabla
+    H_\theta + h\,\bar\nabla H_\theta^\top F_\theta$, the structure `"energy-balance"`.
 
-    **Training** on one-step pairs $(x, y)$ of trajectories, by `sample_form`:
+    **Training** on one-step pairs $(x, y)$, by `sample_form`: `"step_residual"`
+    (default) fits the step's equation at the data's pair, no solve — the same
+    minimisers as the solved step where the network fits exactly, errors weighed alike
+    up to $O(h)$ otherwise; `"pairs"` fits the solved step's prediction (Newton inside
+    the loss, differentiated implicitly). Measured: benchmarks/RESULTS.md, "Dissipation
+    and forcing". On arrays $(z, \dot z)$ it regresses the vector field.
 
-    - `"step_residual"` (default, `StepResiduals`): the step's equation at the data's
-      pair, $\ell = \|y - x - h[(\mathbb{J} - R_\theta(\bar x))\bar\nabla
-      H_\theta(x, y) + F_\theta]\|^2$ — no solve and no differentiation through one.
-      A zero residual is a solved step, so where the network can fit the data exactly
-      both forms have the same minimisers; otherwise a step's error is its residual
-      times $(I - h\,\partial_y \bar f)^{-1} = I + O(h)$, so the two weigh errors
-      alike up to $O(h)$. Measured on the damped pendulum
-      (`benchmarks/dissipation.py --side-by-side`): 150 Levenberg–Marquardt epochs in
-      about a fifth of the time of `"pairs"` (8.1 s against 39.4 s), with a rollout
-      error no larger (1.35e-4 against 2.22e-4).
-    - `"pairs"` (`Pairs`): the solved step's prediction against $y$ (Newton to
-      round-off inside the loss, differentiated implicitly).
+    **State.** With a forcing the state carries the time last, $z = (q, p, t)$ with
+    `dim = 2n + 1`, and a step advances $t$ by $h$; without, $z = x$, `dim = 2n`.
 
-    Given arrays $(z, \dot z)$ instead of trajectories, it regresses the vector field.
+    **Arguments:** `dim`; `width`, `depth` ($\ge 1$; the force and a state-dependent
+    dissipation use the same width); `key`; `forcing`: `None` (default), `"time"`,
+    `"state-time"` or an option object (`NoForcing()`, `TimeForcing()`,
+    `StateTimeForcing()`); `state_dependent_dissipation`; `activation` (default tanh);
+    `dt` (the stored step, or `None`); `sample_form` (`"step_residual"`, `"pairs"` or
+    `StepResiduals()`, `Pairs()`: the loss only, never the rolled-out map); `dtype`.
 
-    **State.** Without forcing the state is $x$ and `dim = 2n`. With a forcing the state
-    carries the time as its last component, $z = (q, p, t)$, `dim = 2n + 1` (as the
-    driven systems `geomlearn.systems.Duffing` and `ForcedMassSpring`), and a step
-    advances $t$ by $h$. The methods below take the phase-space point $x$ `(2n,)` and the
-    time separately.
-
-    **Arguments:**
-
-    - `dim`: the state dimension, `2n` (even) without forcing, `2n + 1` (odd) with one.
-    - `width`, `depth`: the energy perceptron's hidden width `≥ 1` and layers `≥ 1`
-      (the force and a state-dependent dissipation use the same width).
-    - `key`: a JAX PRNG key (keyword-only).
-    - `forcing`: `None` (default), `"time"` or `"state-time"` (or the option objects
-      `NoForcing()`, `TimeForcing()`, `StateTimeForcing()`).
-    - `state_dependent_dissipation`: learn $L_\theta(x)$ instead of a constant `L`.
-    - `activation`: a callable or a name (default `jnp.tanh`); `dtype`.
-    - `dt`: the time step of the iterated map, or `None` (given by the data or the
-      rollout); stored in the model's file, as for `HamiltonianNeuralNetwork`.
-    - `sample_form`: how one-step pairs train the network, `"step_residual"` (default)
-      or `"pairs"` (or `StepResiduals()`, `Pairs()`; see **Training**). It changes the
-      loss only, never the map that is rolled out.
-
-    **Methods:** `hamiltonian(x)`, `dissipation(x)` (the matrix $R_\theta(x)$),
-    `force(x, t)`, the vector field as the call `model(x, t=0.0)`,
-    `discrete_gradient_step(x, dt, t=0.0)`, `energy_balance_residual(x, y, dt, t=0.0)`,
-    `dissipation_spectrum()` (eigenvalues of a constant $R_\theta$).
+    **Methods:** `hamiltonian(x)`, `dissipation(x)`, `force(x, t)`, `model(x, t=0.0)`
+    (the field), `discrete_gradient_step(x, dt, t=0.0)`, `energy_balance_residual`.
 
     ```python
     model = PortHamiltonianNN(3, width=16, depth=2, forcing="time", key=jax.random.PRNGKey(0))
-    x = jnp.array([1.0, 0.0])
-    y = model.discrete_gradient_step(x, 0.1, t=0.0)
+    y = model.discrete_gradient_step(jnp.array([1.0, 0.0]), 0.1, t=0.0)
     ```
     """
 
@@ -187,6 +154,7 @@ class PortHamiltonianNN(AbstractPointModel):
     width: int = eqx.field(static=True)
     depth: int = eqx.field(static=True)
     forcing: str | None = eqx.field(static=True)
+    force_option: AbstractForcing = eqx.field(static=True)
     state_dependent_dissipation: bool = eqx.field(static=True)
     activation: Callable | str = eqx.field(static=True)
     dt: float | None = eqx.field(static=True)
@@ -198,7 +166,7 @@ class PortHamiltonianNN(AbstractPointModel):
                  sample_form="step_residual", dtype=None):
         option = forcing_named(forcing)
         self.sample_form = _sample_form(sample_form).name
-        self.forcing = option.name
+        self.force_option, self.forcing = option, option.name
         self.dim = check_int("dim", dim, minimum=2)
         n2 = self.dim - int(option.carries_time)
         if n2 < 2 or n2 % 2:
@@ -229,7 +197,7 @@ class PortHamiltonianNN(AbstractPointModel):
     @property
     def phase_dim(self) -> int:
         """The phase-space dimension `2n` (`dim`, less the time with a forcing)."""
-        return self.dim - int(forcing_named(self.forcing).carries_time)
+        return self.dim - int(self.force_option.carries_time)
 
     def _sigma(self):
         return resolve_activation(self.activation)
@@ -256,11 +224,10 @@ class PortHamiltonianNN(AbstractPointModel):
         without forcing)."""
         check_point(type(self).__name__, x, self.phase_dim)
         n = self.phase_dim // 2
-        option = forcing_named(self.forcing)
         if not self.f_weights:
             return jnp.zeros_like(x)
         t = jnp.asarray(t, x.dtype)
-        f = _mlp(self.f_weights, self.f_biases, option.inputs(x, t), self._sigma())
+        f = _mlp(self.f_weights, self.f_biases, self.force_option.inputs(x, t), self._sigma())
         return jnp.concatenate([jnp.zeros((n,), x.dtype), f])
 
     def __call__(self, x: Float[Array, " n2"], t=0.0) -> Float[Array, " n2"]:

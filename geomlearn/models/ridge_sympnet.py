@@ -36,41 +36,19 @@ The layers are stacked along a leading axis of length `n_layers` and run as one
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar
+from typing import Callable
 
 import equinox as eqx
-import jax
 
-from .._activations import resolve_activation
 from .._typing import PRNGKeyArray
-from .._validation import check_bool, check_even, check_int, float_dtype, step_size
+from .._validation import check_bool, check_even, check_int
 from ..layers.ridge import NeuralRidgeLayer, PolynomialRidgeLayer
-from ._stack import AbstractSymmetrisableIntegrator, index_stack, scan_stack, stack_modules
+from .sympnet import AbstractStackedSympNet, stack_options, stacked_layers
 
 __all__ = ["PSympNet", "RSympNet"]
 
 
-class _AbstractRidgeSympNet(AbstractSymmetrisableIntegrator):
-    """A stack of ridge layers run as one scan, optionally symmetrised."""
-
-    structure: ClassVar[str] = "symplectic"
-
-    layers: eqx.AbstractVar[eqx.Module]
-    n_layers: eqx.AbstractVar[int]
-    symmetric: eqx.AbstractVar[bool]
-
-    def layer(self, i: int):
-        """The `i`-th layer (applied `i`-th, counting from 0) as an ordinary layer."""
-        return index_stack(self.layers, i, self.n_layers)
-
-    def _forward(self, z, h):
-        return scan_stack(self.layers, z, step_size(h, z.dtype), False)
-
-    def _backward(self, z, h):
-        return scan_stack(self.layers, z, step_size(h, z.dtype), True)
-
-
-class PSympNet(_AbstractRidgeSympNet):
+class PSympNet(AbstractStackedSympNet):
     r"""P-SympNet: `n_layers` polynomial ridge flows (P-layers), an exactly symplectic map.
 
     $$\Phi_{\theta,h} = \varphi^{H_L}_h \circ \cdots \circ \varphi^{H_1}_h,\qquad
@@ -124,19 +102,13 @@ class PSympNet(_AbstractRidgeSympNet):
         self.max_degree = check_int("max_degree", max_degree, minimum=1)
         self.min_degree = check_int("min_degree", min_degree, minimum=1)
         self.symmetric = check_bool("symmetric", symmetric)
-        dtype = float_dtype(dtype)
-        keys = jax.random.split(key, self.n_layers)
-        self.layers = stack_modules(
-            [
-                PolynomialRidgeLayer(
-                    self.dim, max_degree=max_degree, min_degree=min_degree, key=k, dtype=dtype
-                )
-                for k in keys
-            ]
-        )
+        self.layers = stacked_layers(
+            lambda k, dt: PolynomialRidgeLayer(self.dim, max_degree=max_degree, min_degree=min_degree, key=k,
+                                               dtype=dt),
+            self.n_layers, key, dtype)
 
 
-class RSympNet(_AbstractRidgeSympNet):
+class RSympNet(AbstractStackedSympNet):
     r"""R-SympNet: `n_layers` neural ridge flows (R-layers), an exactly symplectic map.
 
     $$\Phi_{\theta,h} = \varphi^{H_L}_h \circ \cdots \circ \varphi^{H_1}_h,\qquad
@@ -183,17 +155,9 @@ class RSympNet(_AbstractRidgeSympNet):
         key: PRNGKeyArray,
         dtype=None,
     ):
-        self.dim = check_even("dim", dim)
-        self.n_layers = check_int("n_layers", n_layers, minimum=1)
-        self.width = check_int("width", width, minimum=1)
-        resolve_activation(activation)
-        self.activation = activation
-        self.symmetric = check_bool("symmetric", symmetric)
-        dtype = float_dtype(dtype)
-        keys = jax.random.split(key, self.n_layers)
-        self.layers = stack_modules(
-            [
-                NeuralRidgeLayer(self.dim, width=self.width, activation=activation, key=k, dtype=dtype)
-                for k in keys
-            ]
-        )
+        self.dim, self.n_layers, self.width, self.activation, self.symmetric = stack_options(
+            dim, n_layers, width, activation, symmetric)
+        self.layers = stacked_layers(
+            lambda k, dt: NeuralRidgeLayer(self.dim, width=self.width, activation=activation, key=k,
+                                           dtype=dt),
+            self.n_layers, key, dtype)

@@ -11,15 +11,12 @@ Jacobian on the flattened window preserves $\Omega = I_T \otimes \mathbb{J}$ (se
 `geomlearn.geometry`), for every parameter value. Both are re-exported by
 `geomlearn.models.transformer`.
 
-`positional_encoding` places a position signal that keeps the structure exactly: `True`
-(= `"amplitude"`, for both) scales the increment of every gradient layer $l$ on row $t$ by a
-zero-initialised step $h_t = 1 + g_l^\top e_t$ (two parameters per layer; a potential
-times a number is a potential); `"bias-light"` shifts the argument of every gradient
-layer by $G_l e_t$ (`True` of layout-2 files); `"bias"` such a shift in the first gradient
-layer of each unit only; `"bias-every-layer"` a bias $G e_t$ with eight features in the
-pre-activation of every gradient layer (the first bias design); `"input"` the map
-$F(Z + P)$ with the sinusoidal table $P$; `"scaled"` $F(Z + 0.1\,P_{\text{short}})$
-with frequencies $2^{-j}$; `"conjugate"` $F(Z + P) - P$.
+`positional_encoding` places a position signal that keeps the structure exactly (see
+`geomlearn.layers._position_signal`): `True` is `"amplitude"`, a zero-initialised step
+$h_t = 1 + g_l^\top e_t$ scaling the increment of every gradient layer $l$ on row $t$
+(a potential times a number is a potential); `"bias"` shifts the argument of the first
+gradient layer of each unit by $G e_t$; `"input"`, `"scaled"`, `"conjugate"` translate
+the window.
 """
 
 from __future__ import annotations
@@ -38,10 +35,9 @@ from .._validation import check_bool as _check_bool
 from ..layers._position_signal import (
     SHARED_PLACEMENTS,
     AbstractPositionSignal,
+    RowSlot,
     gradient_layer_with_bias,
-    parse_positional_encoding,
-    position_amplitude,
-    position_bias,
+    resolve_position_signal,
 )
 from ..layers.attention import (
     LinearSymplecticAttentionP,
@@ -75,46 +71,23 @@ def _is_gradient_layer(layer) -> bool:
     return isinstance(layer, (GradientLayerQ, GradientLayerP))
 
 
-def _biased_gradient_layers(signal, L: int, n_sympnet: int) -> tuple[int, ...]:
-    """The indices (counting gradient layers only) of the gradient layers that take a
-    position bias: of the `2 n_sympnet` gradient layers of each of the `L` units, those
-    `signal.select` names (a placement without gains: none)."""
-    per_unit = 2 * n_sympnet
-    return tuple(
-        i for u in range(L) for i in signal.select(range(u * per_unit, (u + 1) * per_unit))
-    )
-
-
-def _layer_bias(layer, gain, T: int, through_argument: bool):
-    r"""The bias `(T, width)` of a gradient layer on the rows of a window: $G e_t$, or
-    $K G e_t$ (`through_argument`: a shift $G e_t \in \mathbb{R}^n$ of the layer's
-    argument, $\sigma(K(x + G e_t) + b)$)."""
-    C = position_bias(gain, T)
-    return C @ layer.K.astype(C.dtype).T if through_argument else C
-
-
-def _apply_symplectic_stack(layers, Z, gains=(), biased=(), through_argument=False,
-                            amplitude=False):
-    r"""The stack on a window; the gradient layers numbered in `biased` (counting
-    gradient layers only) get the position signal of row $t$ from the gains in `gains`
-    (one per such layer, in order): a bias in their pre-activation (see `_layer_bias`),
-    or with `amplitude` the step $h_t = 1 + g^\top e_t$ scaling their increment."""
-    gain_of = dict(zip(biased, gains or ()))
-    k = 0
-    for layer in layers:  # a short fixed stack of different layers
-        if not _is_gradient_layer(layer):
-            Z = layer(Z)  # attention: acts on the whole window
-            continue
-        if k in gain_of and amplitude:
-            # A gradient layer's second argument is its step: it scales the increment.
-            Z = jax.vmap(layer)(Z, position_amplitude(gain_of[k], Z.shape[0]).astype(Z.dtype))
-        elif k in gain_of:
-            C = _layer_bias(layer, gain_of[k], Z.shape[0], through_argument)
-            Z = jax.vmap(lambda z, c, layer=layer: gradient_layer_with_bias(layer, z, c))(Z, C)
-        else:
-            Z = jax.vmap(layer)(Z)  # one point at a time, vmapped over the rows
-        k += 1
-    return Z
+def _gradient_rows(layer, Z, terms):
+    r"""A gradient layer on every row of a window with the position terms of its slot: a
+    shift $s_t$ of its argument ($K s_t$ in its pre-activation), a bias $c_t$ of its
+    pre-activation, a step $h_t$ of its increment (its second argument)."""
+    if terms.empty():
+        return jax.vmap(layer)(Z)  # one point at a time, vmapped over the rows
+    C = None
+    if terms.shift is not None:
+        C = terms.shift @ layer.K.astype(terms.shift.dtype).T
+    if terms.bias is not None:
+        C = terms.bias if C is None else C + terms.bias
+    H = None if terms.step is None else terms.step.astype(Z.dtype)
+    if C is None:
+        return jax.vmap(layer)(Z, H)
+    if H is None:
+        return jax.vmap(lambda z, c: gradient_layer_with_bias(layer, z, c))(Z, C)
+    return jax.vmap(lambda z, c, h: gradient_layer_with_bias(layer, z, c, h))(Z, C, H)
 
 
 class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
@@ -136,47 +109,29 @@ class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
     **Position amplitude** (`positional_encoding=True`, `"amplitude"`): every gradient
     layer $l$ takes the step $h_t = 1 + g_l^\top e_t$ on row $t$,
     $$q_t \leftarrow q_t + h_t\,K^\top\big(a \odot \sigma(K p_t + b)\big),$$
-    with the two centred features $e_t = (\sin t, \cos t) - \text{mean}$ and a gain
-    $g_l \in \mathbb{R}^2$ per gradient layer, initialised to zero ($h_t = 1$: the model
-    without encoding). The increment is the gradient of the potential
-    $h_t \sum_i a_i \Sigma\big((K p + b)_i\big)$ of row $t$: still a symplectic shear,
-    for every parameter value. It adds $2 \cdot 2n_s L$ parameters, independent of the
-    dimension and the width. A forcing that modulates the strength of a potential, as the
-    driven pendulum's $(1 + \varepsilon\cos\Omega t)(1 - \cos q)$, is of this form.
+    with the centred features $e_t = (\sin t, \cos t) - \text{mean}$ and a gain
+    $g_l \in \mathbb{R}^2$ per gradient layer, initialised to zero. The increment is the
+    gradient of the potential $h_t \sum_i a_i \Sigma\big((K p + b)_i\big)$ of row $t$: a
+    symplectic shear for every parameter value. It adds $2 \cdot 2n_s L$ parameters,
+    whatever the dimension and width.
 
-    **Position bias** (`"bias-light"`, `True` in files of layout 2, which load as it):
-    every gradient layer $l$ sees its argument (the unchanged half, $p$ for a Q-layer)
-    shifted by $s_t = G_l e_t$ on row $t$,
-    $$q_t \leftarrow q_t + K^\top\big(a \odot \sigma(K(p_t + G_l e_t) + b)\big),$$
-    with a gain $G_l \in \mathbb{R}^{n \times 2}$ per gradient layer, initialised to
-    zero: the gradient of the potential $\sum_i a_i\Sigma\big((K(p + s_t) + b)_i\big)$,
-    again a symplectic shear. It adds $2n \cdot 2n_s L$ parameters, independent of the
-    width. `"bias"` shifts only the first gradient layer of each unit ($2nL$; the later
-    layers then see the position only through the row's state, which was measured to
-    recover little of the order dependence); `"bias-every-layer"` (the first bias design)
-    adds a bias $G e_t$ with eight features to every gradient layer: $8 w \cdot 2 n_s L$
-    parameters.
+    **Position bias** (`"bias"`): the first gradient layer of each unit sees its
+    argument (the unchanged half, $p$ for a Q-layer) shifted by $G e_t$ on row $t$,
+    $q_t \leftarrow q_t + K^\top\big(a \odot \sigma(K(p_t + G e_t) + b)\big)$, with
+    $G \in \mathbb{R}^{n \times 2}$ initialised to zero: again the gradient of a
+    potential, $2nL$ parameters.
 
-    **Under Levenberg–Marquardt** an iteration costs $\propto P^2$ (the $P \times P$
-    Gauss–Newton matrix of the $P$ parameters), so $\Delta P$ added parameters make
-    each iteration up to $(1 + \Delta P/P)^2$ times dearer and fewer iterations fit in a
-    time budget: at `dim=4, width=12, L=2` (the command line's size since 2026-12-03),
-    `True` takes $396 \to 412$ ($1.08\times$), `"bias-light"` $396 \to 428$
-    ($1.17\times$); at the command line's earlier `dim=4, n_sympnet=2, width=4, L=1`,
-    `True` (`"amplitude"`) takes $70 \to 78$ parameters ($1.24\times$ per iteration at
-    most), `"bias-light"` $70 \to 86$ ($1.51\times$), `"bias"` $70 \to 74$
-    ($1.12\times$), the first bias design $70 \to 198$ ($8\times$).
-    Trained with its gains from the first iteration, such a small model often stops above
-    the loss of the model without encoding; `geomlearn.training.fit_position_last` (the
-    model without its position signal for half the budget, then with it — what `geomlearn
-    train` does for both symplectic transformers) made no seed of ten worse and gained
-    2.3× (1.7× for the linear symplectic one) on the driven pendulum
-    (docs/concepts/positional_encoding.md).
+    Under Levenberg–Marquardt an iteration costs $\propto P^2$ in the parameter count,
+    so $\Delta P$ added parameters make it up to $(1 + \Delta P/P)^2$ times dearer;
+    `geomlearn.training.fit_position_last` trains the model without its signal first
+    (benchmarks/RESULTS.md, "Positional encoding through the command line").
     """
 
     structure: ClassVar[str] = "symplectic"
-    #: What `positional_encoding=True` means for this family (measured; see the docs).
+    #: What `positional_encoding=True` resolves to for this family.
     default_placement: ClassVar[str] = "amplitude"
+    #: The shorthands `positional_encoding` accepts for this family.
+    placements: ClassVar[tuple[str, ...]] = SHARED_PLACEMENTS
 
     layers: tuple[eqx.Module, ...]
     encoder: PositionalEncoding | None
@@ -187,7 +142,7 @@ class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
     L: int = eqx.field(static=True)
     activation: Callable | str = eqx.field(static=True)
     init_upper: bool = eqx.field(static=True)
-    positional_encoding: bool | str = eqx.field(static=True)
+    positional_encoding: str | None = eqx.field(static=True)
     signal: AbstractPositionSignal = eqx.field(static=True)
 
     @abc.abstractmethod
@@ -213,8 +168,9 @@ class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
         resolve_activation(activation)
         self.activation = activation
         self.init_upper = _check_bool("init_upper", init_upper)
-        self.positional_encoding, self.signal = parse_positional_encoding(
-            positional_encoding, self.default_placement, SHARED_PLACEMENTS)
+        self.signal = resolve_position_signal(
+            positional_encoding, self.default_placement, self.placements)
+        self.positional_encoding = self.signal.name
         dtype = float_dtype(dtype)
         n_s = self.n_sympnet
         layers = []
@@ -229,23 +185,21 @@ class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
                 )
         self.layers = tuple(layers)
         self.encoder = self.signal.encoder(self.dim)
-        # A shift of a gradient layer's argument has a gain G ∈ R^{n×m}; the earlier
-        # design ("bias-every-layer") biases each gradient layer directly, G ∈ R^{w×m};
-        # an amplitude is one scalar per row, g ∈ R^{1×m}.
-        rows = self.dim // 2 if self.signal.shifts_argument() else self.width
-        rows = 1 if self.signal.scales_increment() else rows
-        biased = _biased_gradient_layers(self.signal, self.L, n_s)
-        self.position_gains = self.signal.zero_gains(tuple(rows for _ in biased), dtype)
+        self.position_gains = self.signal.init(self._slots(), dtype)
+
+    def _slots(self) -> tuple[RowSlot, ...]:
+        """The gradient layers as the position signal sees them: `2 n_sympnet` per unit,
+        each with a hidden width and an argument of `dim / 2`."""
+        return tuple(RowSlot(unit=u, width=self.width, argument=self.dim // 2)
+                     for u in range(self.L) for _ in range(2 * self.n_sympnet))
 
     def __call__(self, Z: Float[Array, "T dim"]) -> Float[Array, "T dim"]:
         self.check_window(Z)
         Z = self.signal.encode(self.encoder, Z)
-        Z = _apply_symplectic_stack(
-            self.layers, Z, self.position_gains,
-            _biased_gradient_layers(self.signal, self.L, self.n_sympnet),
-            through_argument=self.signal.shifts_argument(),
-            amplitude=self.signal.scales_increment(),
-        )
+        terms = iter(self.signal.row_terms(self.position_gains, self._slots(), Z.shape[0]))
+        for layer in self.layers:  # a short fixed stack of different layers
+            # attention acts on the whole window, a gradient layer on every row
+            Z = _gradient_rows(layer, Z, next(terms)) if _is_gradient_layer(layer) else layer(Z)
         return self.signal.decode(self.encoder, Z)
 
 
@@ -258,46 +212,26 @@ class LinearSymplecticTransformer(AbstractSymplecticTransformer):
     [`LinearSymplecticAttentionQ`][geomlearn.layers.LinearSymplecticAttentionQ] /
     [`…P`][geomlearn.layers.LinearSymplecticAttentionP] with learned symmetric $T \times T$
     matrices (they mix the time steps): **exactly symplectic on windows** (Jacobian
-    preserving $I_T \otimes \mathbb{J}$) for every parameter value.
-
-    The attention matrices are indexed by position, so the model knows the order of the
-    states in the window (it is not permutation-equivariant, even without positional
-    encoding) and accepts only windows of length `seq_length`.
+    preserving $I_T \otimes \mathbb{J}$) for every parameter value. The attention
+    matrices are indexed by position, so the model knows the order of the rows even
+    without a position signal, and accepts only windows of length `seq_length`.
 
     **Parameters** (`dim = 2n`, `width = w`, `seq_length = T`): per unit
-    $2 \cdot T(T+1)/2 + 2 n_s\, w (n + 2)$. For `dim=4, seq_length=4, n_sympnet=2,
-    width=4, L=1`: $20 + 64 = 84$. `positional_encoding=True` is `"amplitude"`, as for
-    the symplectic transformer: a step $h_t = 1 + g_l^\top e_t$ scaling every gradient
-    layer's increment, $2 \cdot 2n_s L$ parameters (here 8; a Levenberg–Marquardt
-    iteration, of cost $\propto P^2$, costs at most $(1 + \Delta P/P)^2 = 1.20\times$ as
-    much). Its attention already sees the positions, and a shift of the gradient layers'
-    argument (`"bias"`, `"bias-light"`) gained nothing where order matters; the amplitude
-    gained 5.0× (fast-driven pendulum) and 2.3× (driven pendulum) in validation at equal
-    wall time under LM and cost nothing on Markov data (1.00–1.01×; medians of three
-    seeds, `benchmarks/RESULTS.md`). Files of layout 3, saved with
-    `positional_encoding=True` when it meant `"bias"` here, load as `"bias"`; those of
-    layout 2, when it meant `"bias-light"`, as `"bias-light"`.
+    $T(T+1) + 2 n_s w (n + 2)$; $20 + 64 = 84$ for `dim=4, seq_length=4, width=4, L=1`.
 
     **Arguments:**
 
     - `dim`: the phase-space dimension $2n$ (even).
     - `seq_length`: the window length $T \ge 1$.
-    - `n_sympnet`: gradient layers after each attention layer (default 2).
-    - `width`: hidden width of the gradient layers; `None` means `dim`.
-    - `L`: the number of units (default 1).
-    - `activation`: the gradient layers' activation, a callable or a name (any works;
-      default tanh).
-    - `init_upper`: whether each group of gradient layers starts with a Q-layer
-      (default `True`).
-    - `positional_encoding`: `False` (default: no position signal), `True` (this family's
-      default placement, `"amplitude"`: a zero-initialised step $h_t = 1 + g_l^\top e_t$
-      scaling every gradient layer's increment, $2 \cdot 2n_s L$ parameters; see
-      [`AbstractSymplecticTransformer`][geomlearn.models.AbstractSymplecticTransformer])
-      or a placement by name, `"bias"`, `"bias-light"`, `"bias-every-layer"`,
-      `"amplitude"`, `"input"`, `"scaled"` or `"conjugate"` (see the module
-      documentation). Every placement keeps the structure exactly.
-    - `key`: a JAX PRNG key (keyword-only).
-    - `dtype`: parameter dtype; `None` means JAX's default float.
+    - `n_sympnet` (default 2), `width` (`None`: `dim`), `activation` (default tanh):
+      the gradient layers after each attention layer, their hidden width and activation.
+    - `L`: the number of units (default 1); `init_upper`: whether each group of gradient
+      layers starts with a Q-layer (default `True`).
+    - `positional_encoding`: `False` or `None` (default: no signal), `True` (this
+      family's default, `"amplitude"`), a shorthand (`"amplitude"`, `"bias"`, `"input"`,
+      `"scaled"`, `"conjugate"`) or a signal object such as `PositionAmplitude()`; the
+      model stores the resolved name.
+    - `key`: a JAX PRNG key (keyword-only); `dtype`: parameter dtype (`None`: default).
 
     **Call:** a window `Z` of shape `(seq_length, dim)`; returns the same shape in `Z`'s
     dtype. A window of another length raises `ValueError` naming both lengths.
@@ -307,9 +241,8 @@ class LinearSymplecticTransformer(AbstractSymplecticTransformer):
     model(jnp.ones((4, 4))).shape   # (4, 4)
     ```
 
-    References: the linear symplectic transformer of B. Brantner's dissertation and
-    GeometricMachineLearning.jl; gradient layers from Jin et al., *SympNets*, Neural
-    Networks 132 (2020).
+    References: B. Brantner's dissertation, GeometricMachineLearning.jl; Jin et al.,
+    *SympNets*, Neural Networks 132 (2020).
     """
 
     seq_length: int = eqx.field(static=True)
@@ -324,7 +257,7 @@ class LinearSymplecticTransformer(AbstractSymplecticTransformer):
         L: int = 1,
         activation: Callable | str = jnp.tanh,
         init_upper: bool = True,
-        positional_encoding: bool | str = False,
+        positional_encoding: bool | str | AbstractPositionSignal | None = False,
         key: PRNGKeyArray,
         dtype=None,
     ):
@@ -359,40 +292,24 @@ class SymplecticTransformer(AbstractSymplecticTransformer):
     [`…P`][geomlearn.layers.SymplecticAttentionP] (gradients of the potential
     $F(X) = \tfrac{T}{2}\log\sum_{s,t}\exp\big((XAX^\top)_{st}\big)$ with a symmetric
     $n \times n$ matrix $A$): **exactly symplectic on windows** for every parameter value
-    and every window length $T$.
+    and every window length $T$. Without a position signal it is permutation-equivariant
+    along time; its position gains start at zero, so it starts equivariant.
 
-    Without positional encoding the model is permutation-equivariant along time
-    (reordering the input rows reorders the output rows the same way); with
-    `positional_encoding=True` it can learn to use the order (its position gains start
-    at zero, so at initialisation it is still equivariant). The position gains of `True`
-    (`"amplitude"`) add $2 \cdot 2n_s L$ parameters, whatever the dimension and width
-    ($16$ to the $396$ of `dim=4, width=12, L=2`, the command line's size, $8$ to the
-    $70$ of `width=4, L=1`;
-    `"bias-light"`, the `True` of layout-2 files, added $32$ and $16$; the first bias
-    design, `"bias-every-layer"`, $768$), so a Levenberg–Marquardt iteration, of cost
-    $\propto P^2$, costs at most $(1 + \Delta P/P)^2$ times as much.
-
-    **Parameters** (`dim = 2n`, `width = w`): per unit $2 \cdot n(n+1)/2 + 2 n_s\,
-    w(n + 2)$. For `dim=4, n_sympnet=2, width=4, L=4`: $4 \cdot (6 + 64) = 280$.
+    **Parameters** (`dim = 2n`, `width = w`): per unit $n(n+1) + 2 n_s w (n + 2)$;
+    $4 \cdot (6 + 64) = 280$ for `dim=4, n_sympnet=2, width=4, L=4`.
 
     **Arguments:**
 
     - `dim`: the phase-space dimension $2n$ (even).
-    - `n_sympnet`: gradient layers after each attention layer (default 2).
-    - `width`: hidden width of the gradient layers; `None` means `dim`.
-    - `L`: the number of units (default 1).
-    - `activation`: the gradient layers' activation, a callable or a name (default tanh).
-    - `init_upper`: whether each group of gradient layers starts with a Q-layer
-      (default `True`).
-    - `positional_encoding`: `False` (default: no position signal), `True` (this family's
-      default placement, `"amplitude"`: a zero-initialised step $h_t = 1 + g_l^\top e_t$
-      scaling every gradient layer's increment, $2 \cdot 2n_s L$ parameters; see
-      [`AbstractSymplecticTransformer`][geomlearn.models.AbstractSymplecticTransformer])
-      or a placement by name, `"bias"`, `"bias-light"`, `"bias-every-layer"`,
-      `"amplitude"`, `"input"`, `"scaled"` or `"conjugate"` (see the module
-      documentation). Every placement keeps the structure exactly.
-    - `key`: a JAX PRNG key (keyword-only).
-    - `dtype`: parameter dtype; `None` means JAX's default float.
+    - `n_sympnet` (default 2), `width` (`None`: `dim`), `activation` (default tanh):
+      the gradient layers after each attention layer, their hidden width and activation.
+    - `L`: the number of units (default 1); `init_upper`: whether each group of gradient
+      layers starts with a Q-layer (default `True`).
+    - `positional_encoding`: `False` or `None` (default: no signal), `True` (this
+      family's default, `"amplitude"`), a shorthand (`"amplitude"`, `"bias"`, `"input"`,
+      `"scaled"`, `"conjugate"`) or a signal object such as `PositionAmplitude()`; the
+      model stores the resolved name.
+    - `key`: a JAX PRNG key (keyword-only); `dtype`: parameter dtype (`None`: default).
 
     **Call:** a window `Z` of shape `(T, dim)`, any `T ≥ 1`; returns the same shape in
     `Z`'s dtype.
@@ -402,9 +319,8 @@ class SymplecticTransformer(AbstractSymplecticTransformer):
     model(jnp.ones((7, 4))).shape   # (7, 4)
     ```
 
-    References: the symplectic transformer of B. Brantner's dissertation and
-    GeometricMachineLearning.jl; gradient layers from Jin et al., *SympNets*, Neural
-    Networks 132 (2020).
+    References: B. Brantner's dissertation, GeometricMachineLearning.jl; Jin et al.,
+    *SympNets*, Neural Networks 132 (2020).
     """
 
     seq_length: None = eqx.field(static=True)
@@ -418,7 +334,7 @@ class SymplecticTransformer(AbstractSymplecticTransformer):
         L: int = 1,
         activation: Callable | str = jnp.tanh,
         init_upper: bool = True,
-        positional_encoding: bool | str = False,
+        positional_encoding: bool | str | AbstractPositionSignal | None = False,
         key: PRNGKeyArray,
         dtype=None,
     ):

@@ -52,7 +52,45 @@ from ..layers.sympnet import (
 )
 from ._stack import AbstractSymmetrisableIntegrator, alternate, index_stack, scan_stack, stack_modules
 
-__all__ = ["GSympNet", "LASympNet", "HenonNet"]
+__all__ = ["GSympNet", "LASympNet", "HenonNet", "AbstractStackedSympNet", "stack_options", "stacked_layers"]
+
+
+def stack_options(dim, n_layers, width, activation, symmetric) -> tuple:
+    """`(dim, n_layers, width, activation, symmetric)` of a stack of `n_layers` layers of
+    `width` neurons on an even `dim`, checked in that order (the activation must be a
+    callable or a known name); `ValueError` or `TypeError` naming the first wrong one."""
+    dim = check_even("dim", dim)
+    n_layers = check_int("n_layers", n_layers, minimum=1)
+    width = check_int("width", width, minimum=1)
+    resolve_activation(activation)
+    return dim, n_layers, width, activation, check_bool("symmetric", symmetric)
+
+
+def stacked_layers(make: Callable, n_layers: int, key: PRNGKeyArray, dtype) -> eqx.Module:
+    """The layers `make(k, dtype)` for `n_layers` keys `k` split from `key`, stacked along
+    a leading axis (one `lax.scan` runs them); `dtype=None` is JAX's default float."""
+    dtype = float_dtype(dtype)
+    return stack_modules([make(k, dtype) for k in jax.random.split(key, n_layers)])
+
+
+class AbstractStackedSympNet(AbstractSymmetrisableIntegrator):
+    """A symplectic stack of `n_layers` layers of one kind, run as one scan, optionally
+    symmetrised; `layer(i)` is the `i`-th layer."""
+
+    structure: ClassVar[str] = "symplectic"
+
+    layers: eqx.AbstractVar[eqx.Module]
+    n_layers: eqx.AbstractVar[int]
+
+    def layer(self, i: int):
+        """The `i`-th layer (applied `i`-th, counting from 0) as an ordinary layer."""
+        return index_stack(self.layers, i, self.n_layers)
+
+    def _forward(self, z, h):
+        return scan_stack(self.layers, z, step_size(h, z.dtype), False)
+
+    def _backward(self, z, h):
+        return scan_stack(self.layers, z, step_size(h, z.dtype), True)
 
 
 class GSympNet(AbstractSymmetrisableIntegrator):
@@ -157,27 +195,20 @@ class LASympNet(AbstractSymmetrisableIntegrator):
       [`ActivationLayerP`][geomlearn.layers.ActivationLayerP]; they alternate, $N_1$ a Q-layer
       when `init_upper`.
 
-    So `n_layers` counts the linear modules; there are `n_layers - 1` activation layers.
-    **Defaults** (`n_layers=3`, `n_linear=2`) are the paper's pendulum LA-SympNet
-    ("3 layers, 2 sublayers"): $\ell_3 \circ N_2 \circ \ell_2 \circ N_1 \circ \ell_1$;
-    with the paper's sigmoid activation that is `LASympNet(2, activation="sigmoid")`
-    (14 parameters).
-    No argument is capped: any `n_layers ≥ 1`, `n_linear ≥ 1` is used as given.
+    `n_layers` counts the linear modules (`n_layers - 1` activation layers; none capped);
+    the defaults are the paper's pendulum LA-SympNet (with `activation="sigmoid"`).
 
     **Parameters** (`dim = 2n`):
     $n_\text{layers}\big(n_\text{linear}\,\tfrac{n(n+1)}{2} + 2n\big) + (n_\text{layers} - 1)\,n$.
 
-    **Arguments:**
+    **Arguments:** `dim`, the phase-space dimension `2n` (even), and
 
-    - `dim`: the phase-space dimension `2n` (even; odd raises `ValueError`).
-    - `n_layers`: the number of linear modules, `≥ 1` (default 3).
-    - `n_linear`: linear shears per module, `≥ 1` (default 2).
+    - `n_layers`, `n_linear`: linear modules and shears per module, `≥ 1` (defaults 3, 2).
     - `activation`: a callable or a name (default `jnp.tanh`).
     - `init_upper`: whether the first linear shear of each module and the first activation
       layer are Q-layers (default `True`).
     - `symmetric`: build the reversible composition (module documentation; default `False`).
-    - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype. Biases start
-      at zero.
+    - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype (zero biases).
 
     **Call:** `model(z, h=None)` on one point `(dim,)` (`h` scales every shear and the
     biases); `model.inverse(z, h=None)` is the exact inverse.
@@ -263,7 +294,7 @@ class LASympNet(AbstractSymmetrisableIntegrator):
         return z
 
 
-class HenonNet(AbstractSymmetrisableIntegrator):
+class HenonNet(AbstractStackedSympNet):
     r"""Hénon network: a composition of `n_layers` [`HenonLayer`][geomlearn.layers.HenonLayer]s.
 
     $$\Phi_\theta = H_h^4[V_{L}, \eta_{L}] \circ \cdots \circ H_h^4[V_1, \eta_1],
@@ -322,24 +353,7 @@ class HenonNet(AbstractSymmetrisableIntegrator):
         key: PRNGKeyArray,
         dtype=None,
     ):
-        self.dim = check_even("dim", dim)
-        self.n_layers = check_int("n_layers", n_layers, minimum=1)
-        self.width = check_int("width", width, minimum=1)
-        resolve_activation(activation)
-        self.activation = activation
-        self.symmetric = check_bool("symmetric", symmetric)
-        dtype = float_dtype(dtype)
-        keys = jax.random.split(key, self.n_layers)
-        self.layers = stack_modules(
-            [HenonLayer(self.dim, self.width, activation, key=k, dtype=dtype) for k in keys]
-        )
-
-    def layer(self, i: int) -> HenonLayer:
-        """The `i`-th Hénon layer (applied `i`-th, counting from 0) as a `HenonLayer`."""
-        return index_stack(self.layers, i, self.n_layers)
-
-    def _forward(self, z, h):
-        return scan_stack(self.layers, z, step_size(h, z.dtype), False)
-
-    def _backward(self, z, h):
-        return scan_stack(self.layers, z, step_size(h, z.dtype), True)
+        self.dim, self.n_layers, self.width, self.activation, self.symmetric = stack_options(
+            dim, n_layers, width, activation, symmetric)
+        self.layers = stacked_layers(
+            lambda k, dt: HenonLayer(self.dim, self.width, activation, key=k, dtype=dt), self.n_layers, key, dtype)

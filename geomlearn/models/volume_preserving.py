@@ -22,8 +22,8 @@ from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_bool as _check_bool
 from .._validation import check_floating, check_int, check_last_dim, float_dtype
 from ..layers._linalg import small_matmul
-from ..layers._position_signal import AbstractPositionSignal, parse_positional_encoding
-from ..layers._vp_attention import AbstractWeighting, weighting_from
+from ..layers._position_signal import PLACEMENTS, AbstractPositionSignal, resolve_position_signal
+from ..layers._vp_attention import AbstractWeighting, check_window, weighting_from
 from ..layers.positional import PositionalEncoding
 from ..layers._fused_shears import fuse_shears
 from ..layers.volume_preserving import (
@@ -31,11 +31,12 @@ from ..layers.volume_preserving import (
     VolumePreservingLowerLayer,
     VolumePreservingUpperLayer,
 )
+from ._base import AbstractInferenceForm
 from ._integrators import AbstractFeedForwardIntegrator, AbstractTransformerIntegrator
 from ._vp_position import (
     feedforward_inverse_with_position,
     feedforward_with_position,
-    signal_layers,
+    signal_slots,
 )
 
 __all__ = ["VolumePreservingFeedForward", "VolumePreservingTransformer"]
@@ -72,6 +73,31 @@ def _feedforward_layers(
     )
 
 
+class _FoldedLinearRuns(AbstractInferenceForm):
+    r"""The feed-forward network's map $z \mapsto \Phi_\theta(z)$ (`h = None`) for
+    rollouts: every linear run composed into one affine map and folded into the
+    pre-activation of the nonlinear layer after it, all matrices formed once
+    (`geomlearn.layers._fused_shears.fuse_shears`); equal up to rounding and
+    volume-preserving like it."""
+
+    def of(self, model):
+        return fuse_shears(model.layers)
+
+
+class _HoistedAttention(AbstractInferenceForm):
+    r"""The transformer's window map for rollouts: each skew attention with its matrix
+    $S$ formed once, the feed-forward networks as they are (their call already composes
+    each linear run; folding them into the pre-activations adds a kernel per call
+    inside the transformer). With position gains, the model itself."""
+
+    def of(self, model):
+        if model.position_gains is not None:
+            return model
+        return _VolumePreservingTransformerInference(
+            attention=tuple(a.inference_form() for a in model.attention),
+            feedforward=model.feedforward, encoder=model.encoder, signal=model.signal)
+
+
 class VolumePreservingFeedForward(AbstractFeedForwardIntegrator):
     r"""A volume-preserving feed-forward integrator $z_{t+1} = \Phi_\theta(z_t)$.
 
@@ -80,53 +106,40 @@ class VolumePreservingFeedForward(AbstractFeedForwardIntegrator):
     and [`VolumePreservingUpperLayer`][geomlearn.VolumePreservingUpperLayer]
     ($\mathcal U$) shears, each with a unit-triangular Jacobian, so
     $\det \partial\Phi_\theta/\partial z = 1$ for every parameter value. With
-    `init_upper=False`, each of the `n_blocks` blocks is
+    `init_upper=False`, each of the `n_blocks` blocks is `n_linear` linear pairs
+    $\mathcal L^{\text{lin}}\!\to\mathcal U^{\text{lin}}$ ($x \mapsto x + Lx$; the last
+    upper layer of the block with a bias) and one nonlinear pair
+    $x \mapsto x + \sigma(Lx + b)$, both with bias; the network ends with a linear pair
+    (the upper with a bias). `init_upper=True` swaps lower and upper throughout. With
+    $m = d(d-1)/2$ that is
+    $n_\text{blocks}\big(2\,n_\text{linear}\,m + d + 2(m + d)\big) + 2m + d$ parameters:
+    **135** for `dim=3, n_blocks=6`, as in the paper and GeometricMachineLearning.jl.
+    Parameters start $U(-1/\sqrt d, 1/\sqrt d)$; each run of linear layers is applied
+    as the one affine map it composes to.
 
-    - `n_linear` linear pairs $\mathcal L^{\text{lin}}\!\to\mathcal U^{\text{lin}}$
-      ($x \mapsto x + Lx$, no bias), where the **last** upper layer of the block has a
-      bias $b$;
-    - one nonlinear pair $\mathcal L^{\sigma}\!\to\mathcal U^{\sigma}$,
-      $x \mapsto x + \sigma(Lx + b)$, **both with bias**;
+    **Step size.** `model(z, h)` scales every increment by `h`,
+    $x \mapsto x + h\,\sigma(Lx + b)$: still unit triangular, so volume-preserving for
+    every `h` (`None`: $h = 1$).
 
-    and the network ends with a linear pair (lower without, upper with a bias).
-    `init_upper=True` swaps the roles of lower and upper layers throughout.
-    With $m = d(d-1)/2$ the network has
-    $$n_\text{blocks}\,\big(2\,n_\text{linear}\,m + d + 2(m + d)\big) + 2m + d$$
-    parameters: **135** for `dim=3, n_blocks=6` (the paper's count; also
-    GeometricMachineLearning.jl's `VolumePreservingFeedForward`).
-
-    Parameters are initialised like `eqx.nn.Linear`'s, $U(-1/\sqrt d, 1/\sqrt d)$. In
-    the call, each run of consecutive linear layers is applied as the single affine map
-    it composes to (the same function, with fewer steps).
-
-    **Step size.** `model(z, h)` scales every layer's increment by the scalar `h`,
-    $x \mapsto x + h\,\sigma(Lx + b)$ (the extended-SympNet convention of
-    `AbstractFeedForwardIntegrator`). Every Jacobian stays unit-triangular, so the map
-    is volume-preserving for every `h`; `h=None` means $h = 1$ (the paper's network).
-
-    Brantner, de Romemont, Kraus, Li, *Volume-Preserving Transformers for Learning Time
-    Series Data with Structure*, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166.
-
-    **Arguments:**
-
-    - `dim`: the state dimension $d \ge 1$ (odd allowed, e.g. the rigid body's 3).
-    - `n_blocks`: the number of blocks, $\ge 1$.
-    - `n_linear`: linear lower/upper pairs per block, $\ge 1$.
-    - `activation`: $\sigma$ of the nonlinear layers, a callable or a name (`"tanh"`).
-    - `init_upper`: start every pair with the upper layer instead of the lower one.
-    - `key`: a JAX PRNG key; `dtype`: the parameter dtype (`None`: JAX's default float).
+    **Arguments:** `dim` ($d \ge 1$, odd allowed); `n_blocks`, `n_linear` ($\ge 1$);
+    `activation` ($\sigma$, a callable or a name); `init_upper`; `key`; `dtype`
+    (`None`: JAX's default float).
 
     **Call:** `model(z, h=None)` with `z` a point `(dim,)` — or a window `(T, dim)`, each
-    row mapped by the same network (this is how the transformer uses it); returns the
-    same shape and dtype. `model.inverse(y, h=None)` is the exact inverse.
+    row mapped alike — returns the same shape and dtype; `model.inverse(y, h=None)` is
+    the exact inverse.
 
     ```python
     model = VolumePreservingFeedForward(3, n_blocks=6, key=jax.random.PRNGKey(0))
     z1 = model(jnp.array([0.1, 0.2, 0.97]))
     ```
+
+    Brantner, de Romemont, Kraus, Li, *Volume-Preserving Transformers for Learning Time
+    Series Data with Structure*, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166.
     """
 
     structure: ClassVar[str] = "volume"
+    inference: ClassVar[AbstractInferenceForm] = _FoldedLinearRuns()
 
     layers: tuple[_TriangularLayer, ...]
     dim: int = eqx.field(static=True)
@@ -190,15 +203,6 @@ class VolumePreservingFeedForward(AbstractFeedForwardIntegrator):
             z = _apply_affine(z, *affine)
         return z
 
-    def inference_form(self):
-        r"""The same map $z \mapsto \Phi_\theta(z)$ (`h = None`), rearranged for rollouts:
-        every linear run composed into one affine map and folded into the pre-activation
-        of the nonlinear layer after it, all matrices formed once (see
-        `geomlearn.layers._fused_shears.fuse_shears`). Equal to the model's map up
-        to rounding and volume-preserving like it; `iterate` calls this once, outside its
-        loop."""
-        return fuse_shears(self.layers)
-
     def inverse(
         self, z: Float[Array, "*T dim"], h: Array | float | None = None
     ) -> Float[Array, "*T dim"]:
@@ -222,99 +226,55 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
     r"""The volume-preserving transformer: a window map $\mathbb{R}^{T\times d}\to
     \mathbb{R}^{T\times d}$ that preserves volume for every parameter value.
 
-    The map is `L` units, each a
-    [`VolumePreservingAttention`][geomlearn.VolumePreservingAttention] (which mixes the
-    time steps of the window, $Z \mapsto \Lambda(Z)^\top Z$ with an orthogonal
-    $\Lambda$) followed by a
-    [`VolumePreservingFeedForward`][geomlearn.VolumePreservingFeedForward]`(dim,
-    n_blocks, n_linear)` applied to every row:
-    $$\Phi_\theta = (\mathrm{FF}_L \circ \mathrm{Att}_L) \circ \cdots \circ
-      (\mathrm{FF}_1 \circ \mathrm{Att}_1)\ [\,\circ\, \mathrm{PE}].$$
-    There are no residual connections (an addition of the input would not preserve
-    volume). Every factor has $|\det J| = 1$ on the flattened $(T\cdot d)$ window, hence
-    so has $\Phi_\theta$, for any window length $T$ (`seq_length = None`).
+    `L` units, each a [`VolumePreservingAttention`][geomlearn.VolumePreservingAttention]
+    ($Z \mapsto \Lambda(Z)^\top Z$ with an orthogonal $\Lambda$, mixing the time steps)
+    followed by a [`VolumePreservingFeedForward`][geomlearn.VolumePreservingFeedForward]
+    on every row, $\Phi_\theta = (\mathrm{FF}_L \circ \mathrm{Att}_L) \circ \cdots \circ
+    (\mathrm{FF}_1 \circ \mathrm{Att}_1)$, without residual connections: every factor has
+    $|\det J| = 1$ on the flattened window, for any $T$ (`seq_length = None`).
+    Parameters: $L$ times the attention ($d(d-1)/2$ skew, $d^2$ arbitrary) plus the
+    feed-forward network — **162** (skew) and **180** (arbitrary) for `dim=3,
+    n_blocks=2, L=3`, as in the paper and GeometricMachineLearning.jl.
 
-    **Order of the states.** Attention and the row-wise feed-forward network are
-    permutation-equivariant along time: without positional encoding,
-    $\Phi_\theta(\Pi Z) = \Pi\,\Phi_\theta(Z)$ for every permutation $\Pi$ of the rows
-    (with `weighting="skew"`), so the network cannot tell the order of the states
-    except from their values. The position signal can enter in several places, all of
-    which keep the volume exactly (`positional_encoding`, below); the default of
-    `positional_encoding=True` is `"split-amplitude"`: the feed-forward network of each
-    unit alternates lower and upper triangular shears (the two halves of a splitting),
-    and on row $t$ every nonlinear lower layer advances by the step
-    $h^{\mathrm{lo}}_t = 1 + g_{\mathrm{lo}}^\top e_t$ and every upper one by
-    $h^{\mathrm{up}}_t = 1 + g_{\mathrm{up}}^\top e_t$,
-    $x_t \mapsto x_t + h_t\,\sigma(W x_t + b)$, with the two position features
-    $e_t = (\sin t, \cos t) - \text{mean}$ (centred over the window) and two learned
-    gains $g_{\mathrm{lo}}, g_{\mathrm{up}} \in \mathbb{R}^2$ initialised to **zero** — at
-    initialisation the model is the one without encoding, and a step that depends on the
-    row's index only keeps every Jacobian unit triangular. It adds 4 parameters per
-    unit, whatever $d$ and `n_blocks`: under Levenberg–Marquardt, whose iteration costs
-    $\propto P^2$, at most $(1 + 4L/P)^2$ times as much per iteration ($1.06\times$ for
-    the command line's rigid-body default, $138 \to 142$ parameters). The other
-    placements: `"bias"` (`True` until 2026-12-03, files of layout 1 saved with `True`
-    load as it) shifts the argument of the first biased triangular layer of each unit,
-    $x_t \mapsto x_t + \sigma(W x_t + b + G e_t)$ with $G \in \mathbb{R}^{d \times 2}$
-    ($2d$ per unit); `"bias-light"`, two features in every biased layer, adds $2d$ and
-    `"bias-every-layer"`, eight features, $8d$ per biased layer; `"amplitude"` gives
-    every nonlinear layer its own step, two parameters per layer —
-    $2 \cdot 2 n_\text{blocks} L$, $138 \to 162$ for the rigid body, at most $1.38\times$
-    per LM iteration. Any placement breaks the equivariance. Measured through
-    `geomlearn train` (benchmarks/RESULTS.md): on the driven pendulum, where the order
-    matters, `True` is 7.0× more accurate than no encoding (ten seeds; `"bias"` 0.98×,
-    `"amplitude"` 19×), and on the Markov systems it is free on the median (rigid body
-    1.04×, Hénon–Heiles 0.99×, coupled oscillator 1.07×); the details are in
-    `docs/concepts/positional_encoding.md`.
-
-    **Weighting.** `weighting="arbitrary"` uses the non-skew attention of
-    GeometricMachineLearning.jl (its default `skew_sym=false`), which does **not**
-    preserve volume; for such an instance `model.structure == "none"`.
-
-    Parameters: `L` times the attention ($d(d-1)/2$ skew, $d^2$ arbitrary) plus the
-    feed-forward network; for `dim=3, n_blocks=2, L=3` that is **162** (skew) and
-    **180** (arbitrary), as in the paper and in GeometricMachineLearning.jl.
-
-    Brantner, de Romemont, Kraus, Li, *Volume-Preserving Transformers for Learning Time
-    Series Data with Structure*, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166.
+    **Position signal.** Without one, $\Phi_\theta(\Pi Z) = \Pi\,\Phi_\theta(Z)$ for
+    every permutation $\Pi$ of the rows (skew weighting). `True` is `"split-amplitude"`:
+    on row $t$ every nonlinear lower layer of a unit advances by the step
+    $h^{\mathrm{lo}}_t = 1 + g_{\mathrm{lo}}^\top e_t$, every upper one by
+    $h^{\mathrm{up}}_t = 1 + g_{\mathrm{up}}^\top e_t$, $x_t \mapsto x_t +
+    h_t\,\sigma(Wx_t + b)$, with $e_t = (\sin t, \cos t) - \text{mean}$ and gains
+    initialised to zero: 4 parameters per unit, every Jacobian still unit triangular.
+    `"amplitude"` gives each nonlinear layer its own step; `"bias"` adds $G e_t$,
+    $G \in \mathbb{R}^{d \times 2}$, in the first biased layer of each unit.
 
     **Arguments:**
 
-    - `dim`: the state dimension $d \ge 1$ (odd allowed).
-    - `n_blocks`, `n_linear`, `activation`, `init_upper`: of each feed-forward network
-      (see [`VolumePreservingFeedForward`][geomlearn.VolumePreservingFeedForward]).
-    - `L`: the number of attention + feed-forward units, $\ge 1$.
-    - `weighting`: `"skew"` (volume-preserving, default) or `"arbitrary"` (turned into
-      the attention's weighting object once, here; `model.weighting` stays the name).
-    - `positional_encoding`: `False` (default: no position signal), `True` (the default
-      placement of this family, `"split-amplitude"`), or a placement by name:
-      `"split-amplitude"`, `"bias"` (above), `"bias-light"`, `"bias-every-layer"`,
-      `"amplitude"`, `"input"` (the table
-      added first, $Z + P$), `"scaled"` ($Z + 0.1\,P_{\text{short}}$, frequencies
-      $2^{-j}$) or `"conjugate"` ($\Phi(Z + P) - P$).
+    - `dim` ($d \ge 1$, odd allowed); `n_blocks`, `n_linear`, `activation`, `init_upper`
+      of each feed-forward network; `L`: the number of units.
+    - `weighting`: `"skew"` (default, volume-preserving), `"arbitrary"` (does **not**
+      preserve volume; `model.structure == "none"`) or a weighting object.
+    - `positional_encoding`: `False` or `None` (default: no signal), `True` (this
+      family's default, `"split-amplitude"`), a shorthand (`"split-amplitude"`,
+      `"amplitude"`, `"bias"`, `"input"`, `"scaled"`, `"conjugate"`) or a signal object;
+      the model stores the resolved name.
     - `key`: a JAX PRNG key; `dtype`: the parameter dtype (`None`: JAX's default float).
 
-    **Call:** `model(Z)` with `Z` a window `(T, dim)`, any $T \ge 1$; returns a window of
-    the same shape and dtype (which of its rows count as the prediction is the training
-    and rollout's prediction window). `model.inverse(Y)` is the exact inverse (skew
-    weighting only).
+    **Call:** `model(Z)` with a window `(T, dim)`, any $T \ge 1$; returns a window of the
+    same shape and dtype. `model.inverse(Y)` is the exact inverse (skew weighting).
 
-    ```python
-    model = VolumePreservingTransformer(3, n_blocks=2, L=3, key=jax.random.PRNGKey(0))
-    Z = jnp.ones((3, 3))
-    model(Z).shape   # (3, 3)
-    ```
+    Brantner, de Romemont, Kraus, Li, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166.
     """
 
     structure: ClassVar[str] = _StructureOfWeighting()  # type: ignore[assignment]
-    #: What `positional_encoding=True` means for this family: the amplitude by triangular
-    #: halves, four parameters per unit (measured; `"bias"` until 2026-12-03).
+    #: What `positional_encoding=True` resolves to for this family.
     default_placement: ClassVar[str] = "split-amplitude"
+    #: The shorthands `positional_encoding` accepts for this family (all of them).
+    placements: ClassVar[tuple[str, ...]] = tuple(PLACEMENTS)
+    inference: ClassVar[AbstractInferenceForm] = _HoistedAttention()
 
     attention: tuple[VolumePreservingAttention, ...]
     feedforward: tuple[VolumePreservingFeedForward, ...]
     encoder: PositionalEncoding | None
-    # per unit: one gain per layer taking the signal, or (lower, upper) by halves
+    # per unit: the gains of its feed-forward network (`None`: a signal without gains)
     position_gains: tuple[tuple[Float[Array, "rows m"], ...], ...] | None
     dim: int = eqx.field(static=True)
     n_blocks: int = eqx.field(static=True)
@@ -323,7 +283,7 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
     activation: Callable | str = eqx.field(static=True)
     init_upper: bool = eqx.field(static=True)
     scheme: AbstractWeighting = eqx.field(static=True)
-    positional_encoding: bool | str = eqx.field(static=True)
+    positional_encoding: str | None = eqx.field(static=True)
     signal: AbstractPositionSignal = eqx.field(static=True)
     seq_length: int | None = eqx.field(static=True)
 
@@ -337,7 +297,7 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
         activation: Callable | str = jnp.tanh,
         init_upper: bool = False,
         weighting: Literal["skew", "arbitrary"] | AbstractWeighting = "skew",
-        positional_encoding: bool | str = False,
+        positional_encoding: bool | str | AbstractPositionSignal | None = False,
         key: PRNGKeyArray,
         dtype=None,
     ):
@@ -349,8 +309,9 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
         self.activation = activation
         self.init_upper = _check_bool("init_upper", init_upper)
         self.scheme = weighting_from(weighting)
-        self.positional_encoding, self.signal = parse_positional_encoding(
-            positional_encoding, self.default_placement)
+        self.signal = resolve_position_signal(
+            positional_encoding, self.default_placement, self.placements)
+        self.positional_encoding = self.signal.name
         self.seq_length = None
         dtype = float_dtype(dtype)
         attention, feedforward = [], []
@@ -373,26 +334,17 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
         self.attention = tuple(attention)
         self.feedforward = tuple(feedforward)
         self.encoder = self.signal.encoder(self.dim)
-        rows = tuple(
-            tuple(self.dim for _ in signal_layers(ff, self.signal)) for ff in self.feedforward
-        )
-        self.position_gains = self.signal.zero_gains(rows, dtype)
+        gains = tuple(self.signal.init(signal_slots(ff), dtype) for ff in self.feedforward)
+        self.position_gains = None if any(g is None for g in gains) else gains
 
     @property
     def weighting(self) -> str:
         """The name of the attention weighting: `"skew"` or `"arbitrary"`."""
         return self.scheme.name
 
-    def _check(self, Z) -> None:
-        name = type(self).__name__
-        check_floating(f"{name} input", Z)
-        check_last_dim(name, Z, self.dim, ndim=(2,))
-        if Z.shape[0] < 1:
-            raise ValueError(f"{name} expects a window with T >= 1 rows, got shape {Z.shape}")
-
     def __call__(self, Z: Float[Array, "T dim"]) -> Float[Array, "T dim"]:
         r"""Map the window `Z` `(T, dim)` to $\Phi_\theta(Z)$ (same shape and dtype)."""
-        self._check(Z)
+        check_window(type(self).__name__, Z, self.dim)
         Z = self.signal.encode(self.encoder, Z)
         for u, (attention, feedforward) in enumerate(zip(self.attention, self.feedforward)):
             Z = attention(Z)
@@ -402,30 +354,10 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
                 Z = feedforward_with_position(feedforward, Z, self.position_gains[u], self.signal)
         return self.signal.decode(self.encoder, Z)
 
-    def inference_form(self):
-        r"""The same window map for rollouts: each skew attention with its matrix $S$
-        formed once; the feed-forward networks as they are (their call already composes
-        each linear run into one affine map). Equal to the model's map up to rounding
-        and volume-preserving like it. With position gains (a position bias or amplitude
-        inside the feed-forward networks) the model itself is returned.
-
-        XLA already hoists this parameter-only work out of a rollout loop; folding the
-        affine maps into the pre-activations, as
-        `VolumePreservingFeedForward.inference_form` does, adds a kernel per call inside
-        the transformer and is therefore not used here."""
-        if self.position_gains is not None:
-            return self
-        return _VolumePreservingTransformerInference(
-            attention=tuple(a.inference_form() for a in self.attention),
-            feedforward=self.feedforward,
-            encoder=self.encoder,
-            signal=self.signal,
-        )
-
     def inverse(self, Y: Float[Array, "T dim"]) -> Float[Array, "T dim"]:
         r"""The exact inverse $\Phi_\theta^{-1}$ (skew weighting only; see
         `VolumePreservingAttention.inverse`)."""
-        self._check(Y)
+        check_window(type(self).__name__, Y, self.dim)
         Y = self.signal.undo_decode(self.encoder, Y)
         for u in reversed(range(self.L)):
             if self.position_gains is None:
@@ -438,8 +370,8 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
 
 
 class _VolumePreservingTransformerInference(eqx.Module):
-    """`VolumePreservingTransformer.inference_form()`: the same window map with fused
-    feed-forward networks (no position gains)."""
+    """`VolumePreservingTransformer.inference_form()`: the same window map with each
+    attention's matrix formed once (no position gains)."""
 
     attention: tuple
     feedforward: tuple

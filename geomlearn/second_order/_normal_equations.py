@@ -130,8 +130,8 @@ def sum_squares_flat(r1, theta, x, y, chunk_size, dtype):
 
 def sample_axes(sharding) -> tuple:
     """The mesh axes that `sharding` splits the leading (sample) axis over."""
-    spec = getattr(sharding, "spec", None)
-    if not isinstance(sharding, NamedSharding) or len(spec) < 1 or spec[0] is None:
+    spec = sharding.spec if isinstance(sharding, NamedSharding) else ()
+    if len(spec) < 1 or spec[0] is None:
         raise ValueError(
             "sharding must be a jax.sharding.NamedSharding that splits the leading (sample) "
             f"axis over mesh axes, e.g. NamedSharding(mesh, PartitionSpec('batch')); got "

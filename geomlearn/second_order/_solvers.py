@@ -318,15 +318,12 @@ class LevenbergMarquardt(AbstractDampedLeastSquares):
     - `damping`: the initial $\lambda$ ($> 0$; for the undamped method use `GaussNewton`).
     - `increase`: factor on $\lambda$ after a rejected trial step ($> 1$).
     - `decrease`: divisor of $\lambda$ after an accepted step ($> 1$).
-    - `marquardt_scaling`: damp with $D = \operatorname{diag}(A)$ (default) or with
-      $D = I$.
+    - `marquardt_scaling`: damp with $D = \operatorname{diag}(A)$ (default) or $D = I$.
     - `min_damping`, `max_damping`: bounds on $\lambda$.
     - `max_tries`: trial steps per iteration before giving up (the parameters are then
       unchanged and $\lambda$ stays raised).
-    - `max_growth`: the most $\lambda$ grows from one iteration to the next (default
-      16, two rejections' worth): the trials within an iteration may raise it further,
-      but the next iteration starts from at most `max_growth` times this one's, so one
-      failed iteration costs a few accepted ones to recover from, not a dozen.
+    - `max_growth`: the next iteration starts from at most `max_growth` times this
+      one's $\lambda$ (default 16), however far its trials raised it.
     - `patience`: `geomlearn.fit` stops after this many consecutive stalled iterations
       (no trial accepted; see `LMInfo.stalled`), with `history["stop_reason"] ==
       "stalled"`; `None` never stops on a stall.

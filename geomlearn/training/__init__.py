@@ -24,8 +24,8 @@ Every method runs through the same loop, with the same history, progress, checkp
 and resume.
 """
 
+from .._progress import AbstractProgress, NoProgress, TqdmProgress
 from ._autoencoder import fit_autoencoder
-from ._choose import choose_trainer
 from ._fit import fit
 from ._history import STOP_REASONS, NonFiniteLossError
 from ._interrupt import TrainingInterrupted
@@ -41,7 +41,6 @@ __all__ = [
     "plain_twin",
     "trains_position_last",
     "default_optimizer",
-    "choose_trainer",
     "NonFiniteLossError",
     "STOP_REASONS",
     "TrainingInterrupted",
@@ -51,4 +50,16 @@ __all__ = [
     "MeanSquaredLoss",
     "CallableLoss",
     "resolve_loss",
+    "AbstractProgress",
+    "TqdmProgress",
+    "NoProgress",
 ]
+
+
+def __getattr__(name: str):
+    # `choose_trainer` is the command line's policy; an `ImportError` (not an
+    # `AttributeError`) so that `from geomlearn.training import choose_trainer` shows it too
+    if name == "choose_trainer":
+        raise ImportError("geomlearn.training.choose_trainer moved to "
+                          "geomlearn.cli.choose_trainer (command-line policy)")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

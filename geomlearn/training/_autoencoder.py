@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from .._typing import Array
 from ..models import AbstractPointModel, SymplecticAutoencoder
 from ..reduction import ReducedHamiltonianSystem
+from ..systems import AbstractSystem
 from ._fit import fit
 
 __all__ = ["fit_autoencoder"]
@@ -88,10 +89,9 @@ def fit_autoencoder(autoencoder: SymplecticAutoencoder, data, *, system=None,
 
     A reconstruction loss asks $\Psi^d(\Psi^e(x)) \approx x$ and nothing of the reduced
     Hamiltonian system $\dot y = \mathbb{J}_{2n}\nabla(H\circ\Psi^d)(y)$: an autoencoder
-    that reconstructs the data well can still carry a reduced flow that leaves them
-    (on the Toda bump its reduced solution is off by 60–120 %). Given the full `system`,
-    this adds the **latent vector-field term**, the mismatch between the reduced field
-    at a state's code and the code's velocity along the full flow,
+    that reconstructs the data well can still carry a reduced flow that leaves them.
+    Given the full `system`, this adds the **latent vector-field term**, the mismatch
+    between the reduced field at a state's code and the code's velocity along the flow,
 
     $$ r(x) = \mathbb{J}_{2n}\nabla(H\circ\Psi^d)(\Psi^e(x)) - D\Psi^e(x)\,X_H(x), $$
 
@@ -117,9 +117,8 @@ def fit_autoencoder(autoencoder: SymplecticAutoencoder, data, *, system=None,
     `time_budget`, …) except `checkpoint` with the field term (the objective is not a
     model that can be saved; save the returned autoencoder).
 
-    The field is a gradient and is differentiated again, so an epoch costs more than the
-    reconstruction's (on the 400-dimensional Toda bump, 300 epochs took 32 s instead of
-    22 s).
+    The field is a gradient and is differentiated again, so an epoch costs more than an
+    epoch of the reconstruction alone.
     """
     lam = float(field_weight)
     if not (math.isfinite(lam) and lam >= 0):
@@ -128,9 +127,12 @@ def fit_autoencoder(autoencoder: SymplecticAutoencoder, data, *, system=None,
         raise TypeError(f"autoencoder must be a SymplecticAutoencoder, got {type(autoencoder).__name__}")
     if system is None or lam == 0.0:
         return fit(autoencoder, data, key=key, **fit_options)
-    if getattr(system, "dim", None) != autoencoder.full_dim:
+    if not isinstance(system, AbstractSystem):
+        raise TypeError(f"system must be a geomlearn.systems.AbstractSystem, got "
+                        f"{type(system).__name__}")
+    if system.dim != autoencoder.full_dim:
         raise ValueError(f"system must have dim={autoencoder.full_dim} like the autoencoder, got "
-                         f"{type(system).__name__} with dim={getattr(system, 'dim', None)}")
+                         f"{type(system).__name__} with dim={system.dim}")
     if fit_options.get("checkpoint") is not None:
         raise ValueError("checkpoint: the field objective cannot be checkpointed; train without "
                          "a checkpoint (or with field_weight=0) and save the returned autoencoder")

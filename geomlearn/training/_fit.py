@@ -1,5 +1,32 @@
-"""`fit`: the training loop over compiled groups of epochs, with history, progress,
-checkpoints, `Ctrl-C` and many processes."""
+r"""`fit`: the training loop over compiled groups of epochs, with history, progress,
+checkpoints, `Ctrl-C` and many processes.
+
+**Semantics.** Several epochs run in one compiled call (never across a checkpoint); an
+epoch whose loss or parameters are not finite is not applied, so the state returned or
+saved is always the last good one. With several devices the batches are sharded and the
+result equals the one-device result to round-off. Checkpoints are written atomically,
+and a resumed run equals an uninterrupted one bit for bit (on CPU). `Ctrl-C` (taken
+between compiled calls; a second one interrupts at once) or a `KeyboardInterrupt` from
+the callback saves a checkpoint and returns what was trained, with a
+`TrainingInterrupted` warning. Across the processes of a `jax.distributed` job, `fit`
+is called with the same arguments on each; they stop together, process 0 alone writes
+the checkpoint and draws progress, and each returns the trained model on its own device.
+
+**Data on many processes** (`per_process=True`). Process $i$ of $k$ takes its $M_i$
+samples from its own part, and the global data set is their concatenation in process
+order, $M = \sum_i M_i$, held as arrays sharded along the sample axis: each process
+keeps only its samples. The checks that read the data become collective, in one
+all-gather of a few numbers per process: finiteness (every process raises the same
+`ValueError` naming the processes and their first non-finite sample), the relative
+loss's scale $\bar y^2 = \sum_i s_i / \sum_i M_i$ ($s_i$ the sum of squared target norms
+on process $i$), the data fingerprint (a digest of the per-process digests, in process
+order) and the sizes. Every process must hold the same number of samples, $M_i = M/k$
+(no padding, no silent truncation). The result equals that of one process holding the
+concatenated data to round-off: an Optax optimiser draws its minibatches from the global
+permutation; a `LevenbergMarquardt` or `GaussNewton` iteration accumulates $J^\top J$
+and $J^\top r$ on each process over its own residuals, adds them in one all-reduce of
+$P^2 + P + 1$ numbers and solves the damped $P \times P$ system on every process alike.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +41,7 @@ import jax
 import numpy as np
 
 from .. import io as gio
-from .._progress import ProgressBar
+from .._progress import AbstractProgress, NoProgress, progress_from
 from ._history import new_history, non_finite_error, record
 from ._trainers import CONVERGED, STALLED
 from ._inputs import Inputs, place, resolve
@@ -44,7 +71,7 @@ def fit(
     seq_length: int | None = None,
     val_data=None,
     key,
-    progress: bool = True,
+    progress: bool | AbstractProgress = True,
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: int | None = None,
     resume: bool = False,
@@ -52,133 +79,49 @@ def fit(
     time_budget: float | None = None,
     per_process: bool = False,
 ):
-    r"""Train a geomlearn model on trajectory data.
+    r"""Train a geomlearn model on trajectory data (see the module documentation for the
+    semantics of checkpoints, interrupts and many processes).
 
     **Arguments:**
 
-    - `model`: any geomlearn model (a subclass of `geomlearn.models.AbstractModel`); it
-      says which samples it takes and what it predicts (the model protocol).
-    - `data`: a `TrajectoryData` (pairs, windows or implicit-midpoint pairs are taken
-      from it by `model.training_samples`), or a tuple `(inputs, targets)` of arrays
-      already prepared: `(M, d)` pairs for a feed-forward integrator, `(M, T, d)` windows
-      for a transformer, `(M, d)` states and their time derivatives `ż` for a Hamiltonian
-      network (vector-field regression).
-    - `epochs`: the total number of epochs (also on `resume`, counting the ones done);
-      `None` (with a `time_budget`): as many as the budget allows — the default
-      optimiser's schedule is then planned from the epoch time measured in the first
-      compiled calls.
-    - `batch_size`: samples per minibatch; `None` means the full data set. Each epoch
-      uses `M // batch_size` minibatches of a fresh permutation (the remainder is left
-      out of that epoch, a different one each time). Must be between 1 and `M`.
-    - `optimizer`: any `optax.GradientTransformation` (one that takes Optax's extra
-      arguments, such as `optax.lbfgs()`, receives `value`, `grad` and `value_fn` of the
-      minibatch); `None` means Adam with the exponential decay $10^{-2} \to 10^{-6}$
-      over all planned updates (see `default_optimizer`) — Riemannian
-      Adam (`geomlearn.manifolds.riemannian_adam`) on the Stiefel/Grassmann parameters of
-      a model that has them, so they stay on their manifold; or a
-      [`LevenbergMarquardt`][geomlearn.LevenbergMarquardt] solver, for second-order
-      least-squares training (or [`GaussNewton`][geomlearn.GaussNewton]): each epoch is
-      then one iteration on the whole data set (or the solver's random subset;
-      `batch_size` is not used), with the same history, checkpoints and resume.
-    - `loss`: `"relative"` (default), `"mse"`, a loss object
-      (`geomlearn.training.RelativeLoss()`, `MeanSquaredLoss()`) or a callable
-      `loss(prediction, target)` on batches. The relative loss of a minibatch is $\|\hat Y - Y\|_F / (\sqrt{B}\,\bar y)$
-      with $\bar y^2$ the mean squared norm of the targets of the whole data set — equal
-      to $\|\hat Y - Y\|_F / \|Y\|_F$ on the full data set, and defined for a batch whose
-      targets are all zero (a trajectory at rest at an equilibrium).
-    - `prediction_window`: transformers, the number `pw` of predicted rows (default `T`).
-    - `seq_length`: transformers whose `seq_length` is `None` (any `T`): the window
-      length `T` to train on. Models with a fixed `seq_length` use theirs.
-    - `val_data`: optional validation data in the same form as `data`; its loss is
-      evaluated after every epoch.
-    - `key`: a JAX PRNG key (shuffling: a fresh permutation per epoch, drawn from
-      `fold_in(key, epoch)`).
-    - `progress`: draw a progress bar (epoch, loss, validation loss, epochs/s) on
-      stderr — only when stderr is a terminal.
-    - `checkpoint`: a file path for checkpoints; `None` for none. The run holds a lock
-      on it (`geomlearn.io.checkpoint_lock`), so a second run with the same path fails
-      at once instead of overwriting this one's progress.
-    - `checkpoint_every`: epochs between checkpoints (`None`: `max(1, epochs // 10)`);
-      one is always written at the end.
-    - `resume`: continue from `checkpoint` if that file exists (a fresh start otherwise,
-      so a preemptible job can always pass `resume=True`). The model's class and
-      configuration, the number of samples and the batch size must match the
-      checkpoint; the checkpoint's key is used, and the default optimiser keeps the
-      schedule it was planned with (stored in its state), so a resume with a larger
-      `epochs` trains on at $10^{-6}$.
-    - `callback`: `callback(epoch, model, history)` after every epoch; return `True` to
-      stop training early. (With a callback every epoch is its own compiled call.)
-      Across processes, one process's `True` stops all of them after that epoch.
-    - `time_budget`: stop after this many seconds of training (wall time, checked
-      between compiled calls), whatever `epochs` says. `epochs` or `time_budget` (or
-      both) must be given.
-    - `per_process`: across the processes of a `jax.distributed` job, `data` (and
-      `val_data`) are **this process's own part** of the data set — e.g.
-      `TrajectoryData.shard(jax.process_index(), jax.process_count())`, or the `i`-th of
-      `k` files — instead of the whole data set on every process (the default, `False`).
-      See "Data on many processes" below. On one process it changes nothing.
+    - `model`: any geomlearn model; it says which samples it takes and what it predicts.
+    - `data`: a `TrajectoryData` (samples taken by `model.training_samples`) or a tuple
+      `(inputs, targets)` of prepared arrays; `val_data`: optional, in the same form.
+    - `epochs`: the total number of epochs (on `resume` too); `None` with a
+      `time_budget`: as many as it allows. `time_budget`: seconds of training at most.
+    - `batch_size`: samples per minibatch (`None`: all), `M // batch_size` per epoch.
+    - `optimizer`: an `optax.GradientTransformation`; `None`: Adam decaying
+      $10^{-2} \to 10^{-6}$ (`default_optimizer`; Riemannian Adam on manifold
+      parameters); or [`LevenbergMarquardt`][geomlearn.LevenbergMarquardt] /
+      [`GaussNewton`][geomlearn.GaussNewton], one least-squares iteration per epoch.
+    - `loss`: `"relative"` (default: $\|\hat Y - Y\|_F / (\sqrt{B}\,\bar y)$, $\bar y^2$
+      the mean squared target norm of the data set), `"mse"`, a loss object or a
+      callable `loss(prediction, target)` on batches.
+    - `prediction_window`, `seq_length`: transformers' `pw` (default `T`) and `T`.
+    - `key`: a JAX PRNG key (a permutation per epoch from `fold_in(key, epoch)`).
+    - `progress`: how progress is reported: `True` (default, `TqdmProgress()`: a bar
+      in a terminal or notebook only), `False` (`NoProgress()`) or a progress object.
+    - `checkpoint`: a file (locked by the run), written every `checkpoint_every` epochs
+      (`None`: `max(1, epochs // 10)`) and at the end; `resume`: continue from it if it
+      exists (model class, configuration, samples and batch size must match).
+    - `callback`: `callback(epoch, model, history)` after every epoch; `True` stops.
+    - `per_process`: `data` is this process's own part of the data set.
 
-    **Returns:** `(model, history)`: the trained model and a dict of per-epoch lists
-    `epoch` (1-based), `loss` (mean training loss of the epoch), `val_loss` (`None`
-    without validation data), `learning_rate` (at the start of the epoch; `None` when
-    the optimiser does not expose it) and `time` (wall-clock seconds since the start of
-    training, across resumes); and `stop_reason`, why training stopped: `"epochs"`
-    (all done), `"budget"` (the time budget ran out), `"callback"` (it returned
-    `True`), `"interrupted"` (`Ctrl-C`), `"stalled"` (a `LevenbergMarquardt` or
-    `GaussNewton` trainer lowered the loss in none of its last `patience` iterations)
-    or `"converged"` (such a trainer reached a relative loss at round-off).
+    **Returns:** `(model, history)`: the trained model and per-epoch lists `epoch`,
+    `loss`, `val_loss`, `learning_rate`, `time`, with `stop_reason` (`"epochs"`,
+    `"budget"`, `"callback"`, `"interrupted"`, `"stalled"` or `"converged"`).
 
-    **Raises:** `NonFiniteLossError` (a `FloatingPointError`) naming the epoch when the
-    training loss is NaN or infinite (first-order optimisers; a damped least-squares
-    trainer refuses such a step instead), with the last good model as its `model`
-    attribute and the history up to it as its `history` (and, with `checkpoint`, that
-    state saved); `ValueError`/`TypeError` for data that do not fit
-    the model, and before the first epoch for a checkpoint path that cannot be written;
-    `geomlearn.io.CheckpointInUseError` when another run is writing the checkpoint;
-    across processes (`jax.distributed`), `ValueError` on every process naming the
-    arguments that are not the same on all of them.
-
-    **Semantics.** Several epochs run in one compiled call (never across a checkpoint);
-    an epoch whose loss or parameters are not finite is not applied, so the state
-    returned or saved is always the last good one. With several devices the batches
-    are sharded and the result equals the one-device result to round-off. Checkpoints
-    are written atomically, and a resumed run equals an uninterrupted one bit for bit
-    (on CPU). `Ctrl-C` (taken between compiled calls; a second one interrupts at once)
-    or a `KeyboardInterrupt` from the callback saves a checkpoint and returns what was
-    trained, with a `TrainingInterrupted` warning. Across the processes of a
-    `jax.distributed` job, call `fit` with the same arguments and the whole data set on
-    each (or each its own part, with `per_process=True`); they stop together, process 0 alone writes the checkpoint, and each returns
-    the trained model on its own device.
-
-    **Data on many processes** (`per_process=True`). Process $i$ of $k$ takes its $M_i$
-    samples from its own part (`model.training_samples`), and the global data set is their
-    concatenation in process order, $M = \sum_i M_i$, held as arrays sharded along the
-    sample axis (`jax.make_array_from_process_local_data`): each process keeps only its
-    samples. The checks that read the data become collective, in one all-gather of a few
-    numbers per process: finiteness (every process raises the same `ValueError` naming
-    the processes, and their first non-finite sample in their own numbering), the
-    relative loss's scale $\bar y^2 = \sum_i s_i / \sum_i M_i$ with $s_i$ the sum of
-    squared target norms on process $i$, the data fingerprint (a digest of the $k$
-    per-process digests, in process order: a resume needs the same parts on the same
-    processes) and the sizes. **Every process must hold the same number of samples**
-    ($M_i = M/k$; the sample shapes too): unequal parts are refused with a `ValueError`
-    that lists $M_i$ per process — no padding, no silent truncation.
-    The result equals that of one process holding the concatenated data set to
-    round-off: an Optax optimiser draws its minibatches from the global permutation of
-    the $M$ samples; a `LevenbergMarquardt` or `GaussNewton` iteration accumulates
-    $J^\top J$ and $J^\top r$ on each process over its own residuals only (memory
-    $P^2 + c\,R\,P$ per process for chunks of $c$ samples of $R$ residuals), adds them in
-    one all-reduce of $P^2 + P + 1$ numbers (and one number per trial step's loss),
-    and solves the damped $P \times P$ system on every process alike.
+    **Raises:** `NonFiniteLossError` naming the epoch (with the last good `model` and
+    `history`); `ValueError`/`TypeError` for data or options that do not fit;
+    `geomlearn.io.CheckpointInUseError` when another run writes the checkpoint.
 
     ```python
-    train, test = gl.datasets.pendulum_sympnets()
-    model = gl.GSympNet(2, n_layers=4, width=16, key=jax.random.PRNGKey(0))
     model, history = gl.fit(model, train, epochs=2000, key=jax.random.PRNGKey(1))
     ```
     """
     with contextlib.ExitStack() as stack:
         try:
+            progress = progress_from(progress)
             inputs = resolve(model, data, epochs=epochs, batch_size=batch_size,
                               optimizer=optimizer, loss=loss,
                               prediction_window=prediction_window, seq_length=seq_length,
@@ -209,7 +152,7 @@ class _Training:
         self.history_lr = inputs.run.trainer.history_learning_rate(state, inputs.run.n_batches)
         self.run, self.data, self.params, self.state, self.key = place(
             inputs, params, state, gio.restore_key(raw_key, key))
-        self.bar = ProgressBar(self.epochs, enabled=progress and self.writer)
+        self.bar = (progress if self.writer else NoProgress()).start(self.epochs)
         self.t_offset = history["time"][-1] if history["time"] else 0.0
         self.t0 = time.perf_counter()
         self.saved = done if done > 0 else None

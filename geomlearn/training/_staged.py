@@ -1,7 +1,7 @@
 r"""`fit_position_last`: train a transformer without its position signal first, then with it.
 
-A position signal with trainable gains (`positional_encoding="bias"`, `"bias-light"`,
-`"bias-every-layer"`, `"amplitude"`) adds parameters that start at zero: the encoded
+A position signal with trainable gains (`positional_encoding="bias"`, `"amplitude"`,
+`"split-amplitude"`) adds parameters that start at zero: the encoded
 model at initialisation *is* the model without encoding. Under Levenberg–Marquardt an
 iteration costs $\propto P^2$ in the parameter count $P$, so at equal wall time the
 encoded model runs fewer iterations than the plain one — and on a problem whose
@@ -21,6 +21,7 @@ import time
 import equinox as eqx
 import jax
 
+from ..models import AbstractModel
 from ..second_order import AbstractDampedLeastSquares
 from ._fit import fit
 
@@ -39,10 +40,9 @@ def _arrays_by_path(model) -> dict:
 def _position_free_config(model):
     """The constructor arguments of `model` with `positional_encoding=False`, or `None`
     when the model has no position signal to leave out."""
-    config = getattr(model, "config", None)
-    if config is None:
+    if not isinstance(model, AbstractModel):
         return None
-    config = config()
+    config = model.config()
     if config.get("positional_encoding") in (None, False):
         return None
     return {**config, "positional_encoding": False}
@@ -131,21 +131,8 @@ def fit_position_last(model, data, *, key, epochs=None, time_budget=None, **opti
     Under a monotone trainer (Levenberg–Marquardt) the result is at most the loss of the
     plain twin *after the first stage* — not that of the plain model trained for the whole
     budget: where the first half is far from converged, the encoded model can end above
-    it (the standard transformer on Hénon–Heiles, one seed of three 1.78×; see below).
-
-    Measured through the command line (ten seeds, float32, at most 500 iterations;
-    docs/concepts/positional_encoding.md): no seed of any transformer family ended worse
-    than without the encoding (trained from the start, 16 of 80 pairs did, up to 6×); the
-    symplectic and linear symplectic transformers gained 2.3× and 1.7× on the driven
-    pendulum (from the start: 1.69× and 1.22× *worse*); the standard transformer kept only
-    1.1× of its 2.7×, so `geomlearn train` uses this for the symplectic families only.
-
-    With room for a map per row and more than a thousand iterations it gives up gain
-    instead: at the larger sizes (130–800 parameters) on the driven pendulums, 20 s of
-    Levenberg–Marquardt in float64, three seeds, the symplectic transformer gained 11×
-    position-last against 78× from the start (fast-driven pendulum), the volume-preserving
-    one 1.2× against 11.6×, the standard one 1.0× against 4.0× (`benchmarks/RESULTS.md`,
-    "Where order matters, at a size with capacity").
+    it. Where this helps and where training from the start does better is measured on
+    the concepts page "The positional encoding", section "Position-last training".
     """
     for option in ("checkpoint", "resume"):
         if options.get(option):

@@ -161,6 +161,9 @@ class _OptaxTrainer(_AbstractFirstOrderTrainer):
     (`optax.inject_hyperparams`)."""
 
     def learning_rate(self, state):
+        # Optax gives its states no protocol for a learning rate: the states of
+        # `inject_hyperparams` (of different classes across Optax versions) hold it in a
+        # `hyperparams` dict, so the state is searched for that attribute.
         for s in jax.tree_util.tree_leaves(state, is_leaf=lambda s: hasattr(s, "hyperparams")):
             hp = getattr(s, "hyperparams", None)
             if isinstance(hp, dict) and "learning_rate" in hp:

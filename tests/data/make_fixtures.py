@@ -5,8 +5,9 @@ layout, a new public model family), from the repository root:
 
     python tests/data/make_fixtures.py
 
-It writes one small model per public family, `tests/data/models/<Class>.geomlearn`,
-and the outputs each must give at fixed inputs, `tests/data/models/expected.npz`.
+It writes one small model per public family, `tests/data/models/<Class>.geomlearn` (the
+`saved` cases of `tests/_cases.py`), and the outputs each must give at fixed inputs,
+`tests/data/models/expected.npz`.
 Files already committed are never rewritten (a file written by a released version
 must keep loading; `--force` rewrites them, for a format that was never released).
 Besides today's files it writes the older forms that the compatibility rule covers:
@@ -18,14 +19,14 @@ class>-layout<N>-true.geomlearn` (`positional_encoding=True` when it meant `"bia
 `"bias"` for the linear one in layout 3) and `VolumePreservingTransformer-layout1-true.
 geomlearn` (`True` when it meant `"bias"`), made by writing today's model in the form
 those versions wrote; and one training checkpoint.
-See `docs/persistence.md`.
+See `docs/persistence.md`. `--out DIR` writes into `DIR` instead (with `--force`: every
+file, to compare with the committed ones).
 """
 
 from __future__ import annotations
 
 import json
 import pathlib
-import struct
 import sys
 
 import equinox as eqx
@@ -33,47 +34,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import geomlearn as gl
-from geomlearn.io import _container
-from geomlearn.models import AbstractHamiltonianModel, AbstractTransformerIntegrator, MultiStep
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # tests/, for _cases
+
+import geomlearn as gl  # noqa: E402
+from geomlearn.io import _container  # noqa: E402
+
+from _cases import MODELS  # noqa: E402
+from _cases import output as _output  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent / "models"
 
-#: One small model per public family (float32, fixed keys).
-CASES = {
-    "GSympNet": lambda k: gl.GSympNet(2, n_layers=2, width=3, activation="sigmoid", key=k),
-    "LASympNet": lambda k: gl.LASympNet(4, n_layers=2, n_linear=2, key=k),
-    "HenonNet": lambda k: gl.HenonNet(2, n_layers=2, width=3, key=k),
-    "PSympNet": lambda k: gl.PSympNet(4, n_layers=2, max_degree=3, min_degree=1, symmetric=True, key=k),
-    "RSympNet": lambda k: gl.RSympNet(2, n_layers=2, width=3, key=k),
-    "LiePoissonNet": lambda k: gl.models.LiePoissonNet(3, n_layers=2, width=2, key=k),
-    "LagrangianNeuralNetwork": lambda k: gl.LagrangianNeuralNetwork(2, width=4, depth=1, key=k),
-    "ResNet": lambda k: gl.ResNet(3, width=4, depth=1, key=k),
-    "HamiltonianNeuralNetwork": lambda k: gl.HamiltonianNeuralNetwork(2, width=4, depth=1, dt=0.1, key=k),
-    "VolumePreservingFeedForward": lambda k: gl.VolumePreservingFeedForward(3, n_blocks=1, key=k),
-    "VolumePreservingTransformer": lambda k: gl.VolumePreservingTransformer(3, n_blocks=1, L=2, key=k),
-    "Transformer": lambda k: gl.Transformer(4, n_heads=2, L=1, n_blocks=1, key=k),
-    "LinearSymplecticTransformer": lambda k: gl.LinearSymplecticTransformer(4, 3, key=k),
-    "SymplecticTransformer": lambda k: gl.SymplecticTransformer(4, L=1, key=k),
-    "SymplecticAutoencoder": lambda k: gl.SymplecticAutoencoder(
-        8, 2, width=3, n_encoder_blocks=1, n_decoder_blocks=1, key=k),
-    "ReducedIntegrator": lambda k: gl.ReducedIntegrator(
-        8, 2, n_layers=1, width=3, autoencoder_width=3, n_encoder_blocks=1, key=k),
-    "MultiStep": lambda k: MultiStep(gl.HenonNet(2, n_layers=1, width=2, key=k), 3),
-    "ConformalSympNet": lambda k: gl.ConformalSympNet(2, n_layers=2, width=3, dt=0.1, key=k),
-    "PortHamiltonianNN": lambda k: gl.PortHamiltonianNN(3, width=3, depth=1, forcing="time", key=k),
-    "LiftedIntegrator": lambda k: gl.LiftedIntegrator(
-        8, 2, n_features=3, stride=2, n_layers=1, width=3, key=k).with_lift(_curve()),
-}
-
-
-def _curve():
-    """Snapshots `(20, 8)` on a bent path (positions) with tangent momenta: what a
-    manifold cotangent lift is fitted to."""
-    s = np.linspace(-1.0, 1.0, 20)
-    q = np.stack([s, s**2, np.sin(2 * s), 0.5 * s**3], axis=1)
-    p = np.stack([np.ones_like(s), 2 * s, 2 * np.cos(2 * s), 1.5 * s**2], axis=1)
-    return np.concatenate([q, 0.1 * p], axis=1)
+#: One small model per public family (float32, fixed keys): the `saved` cases of
+#: `tests/_cases.py`, each built with `jax.random.PRNGKey(seed)`, in the order of the seeds.
+CASES = {name: case for name, case in sorted(MODELS.items(), key=lambda item: item[1].seed)}
 
 
 def _input(shape):
@@ -84,18 +57,7 @@ def _input(shape):
 def output(model):
     """The numbers a fixture's model must reproduce: its map (or its Hamiltonian and
     vector field) at a fixed input."""
-    if isinstance(model, MultiStep):
-        return output(model.model)
-    if isinstance(model, AbstractTransformerIntegrator):
-        return model(_input((model.seq_length or 3, model.dim)))
-    if isinstance(model, gl.PortHamiltonianNN):
-        z = _input((model.dim,))
-        x, t = z[:-1], z[-1]
-        return jnp.concatenate([model.hamiltonian(x)[None], model(x, t), model.dissipation(x).ravel()])
-    if isinstance(model, AbstractHamiltonianModel):
-        z = _input((model.dim,))
-        return jnp.concatenate([model.hamiltonian(z)[None], model.vector_field(z)])
-    return model(_input((model.dim,)))
+    return _output(model, _input)
 
 
 def _rewrite(path: pathlib.Path, out: pathlib.Path, edit_header, model_section=None) -> None:
@@ -204,11 +166,11 @@ def main(force: bool = False) -> None:
     HERE.mkdir(exist_ok=True)
     expected_file = HERE / "expected.npz"
     expected = dict(np.load(expected_file)) if expected_file.exists() else {}
-    for i, (name, build) in enumerate(CASES.items()):
+    for name, case in CASES.items():
         path = HERE / f"{name}.geomlearn"
         if path.exists() and name in expected and not force:
             continue
-        model = build(jax.random.PRNGKey(i))
+        model = case.saved(jax.random.PRNGKey(case.seed))
         gl.save(path, model)
         expected[name] = np.asarray(output(model))
     if force or "LagrangianNeuralNetwork-layout1" not in expected:
@@ -224,4 +186,7 @@ def main(force: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(force="--force" in sys.argv[1:])
+    args = sys.argv[1:]
+    if "--out" in args:  # write into another folder (to compare with the committed files)
+        HERE = pathlib.Path(args[args.index("--out") + 1]).resolve()
+    main(force="--force" in args)

@@ -1,0 +1,208 @@
+"""The hand-written part of `benchmarks/RESULTS.md`: one short header per benchmark.
+
+`python -m benchmarks report` renders RESULTS.md from these headers and the committed
+result files in `benchmarks/results/`; everything measured comes from the files. A
+header says what the benchmark measures and its target in words, and names the result
+files its section shows (by default `<name>.json`) and which of their tables.
+
+Keep each header short and factual: no measured figures (they are in the files), no
+dates, no account of how a result was reached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["INTRO", "Run", "SECTIONS", "Section"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """A result file shown in a section; with `where`, only the rows of its tables whose
+    values equal those given (`(key, value)` pairs) are kept."""
+
+    file: str
+    where: tuple[tuple[str, str], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """The header of one benchmark's section.
+
+    `runs` are the result files it shows (default: `<name>.json`); `tables` the indices of
+    the tables shown from each (default: all); `targets` and `notes` whether the file's
+    targets table and notes are shown; `merge` concatenates the rows of the shown table of
+    every run into one table (the runs must share its columns); `figures` are image files
+    of `results/` shown when present.
+    """
+
+    title: str
+    about: str
+    target: str = ""
+    runs: tuple[Run, ...] = ()
+    tables: tuple[int, ...] | None = None
+    targets: bool = True
+    notes: bool = True
+    merge: bool = False
+    figures: tuple[str, ...] = ()
+
+
+INTRO = """\
+Speed against the numbers that the reference papers publish, reproductions of their
+experiments, and measurements of the library's options. This file is rendered from the
+result files in [`results/`](results/) by `python -m benchmarks report`; each section
+gives the command that wrote its file, the machine and date of that run, its tables and
+its targets.
+
+```bash
+python -m benchmarks                 # list the benchmarks
+python -m benchmarks NAME [--quick]  # run one: prints its tables, writes results/NAME.json
+python -m benchmarks report          # render this file from results/
+```
+
+`--quick` is a smoke test with tiny sizes (the slow test tier runs it for every
+benchmark); its figures mean nothing. Timings are medians of several calls after
+compilation, and compile time is reported on its own. "One core" means a subprocess
+pinned to one CPU core with XLA's multi-threaded Eigen kernels off. Wall times on a
+shared machine are longer than on an idle one: compare timings within a table."""
+
+
+_PE_CLI = "positional_encoding_cli_{}.json"
+
+SECTIONS: dict[str, Section] = {
+    "training_throughput": Section(
+        title="Training throughput",
+        about="The SympNets paper's pendulum network, `GSympNet(2, n_layers=5, width=30, "
+        'activation="sigmoid")`, on its 40 training pairs (full batch, `optax.adam(1e-3)`, '
+        "MSE), on one core: 2000 updates in one `lax.scan` (the bare loop), one jitted "
+        "update per Python call, and `geomlearn.fit`; then the same across batch sizes.",
+    ),
+    "rollout_speed": Section(
+        title="Rollout speed",
+        about="250,000 states of the rigid body from one window with the paper's "
+        "`VolumePreservingTransformer(3, n_blocks=2, L=3)` (`T = pw = 3`) through "
+        "`geomlearn.iterate`, on one core, against `integrate(RigidBody(), …, "
+        'method="implicit_midpoint")` in the same process; batched: 1000 windows × 1000 '
+        "steps. The model file is the one the rigid-body benchmark trains.",
+    ),
+    "rigid_body": Section(
+        title="Rigid-body reproduction",
+        about="The volume-preserving transformer paper's rigid body "
+        "(`datasets.rigid_body_vpt()`, `T = pw = 3`, relative loss): "
+        "`VolumePreservingTransformer(3, n_blocks=2, L=3)` (VPT) and "
+        "`VolumePreservingFeedForward(3, n_blocks=6)` (VPFF) trained by `geomlearn.fit` "
+        "with Levenberg–Marquardt within a wall-clock budget, the VPT also by Gauss–Newton, "
+        "Adam and Adam + L-BFGS; validation from the paper's two initial conditions. The "
+        "second run trains the VPT alone.",
+        runs=(Run("rigid_body.json"), Run("rigid_body_vpt_idle.json")),
+        figures=("rigid_body_loss_vs_time.png",),
+    ),
+    "coupled_oscillator_lst": Section(
+        title="Coupled oscillator",
+        about="The linear symplectic transformer (LST), the symplectic transformer (SymT), "
+        "the standard transformer (ST) and a `GSympNet` on the coupled oscillator "
+        "(`datasets.coupled_oscillator_lst`, 5 training trajectories, `T = pw = 4`), "
+        "trained by Adam and by Levenberg–Marquardt from three seeds; validation: relative "
+        "trajectory error against the implicit midpoint rule from 5 unseen initial "
+        "conditions, and the energy drift.",
+        target="No target: the tables compare the networks on unseen initial conditions.",
+    ),
+    "sympnets_pendulum": Section(
+        title="SympNets pendulum",
+        about="The SympNets paper's pendulum (`datasets.pendulum_sympnets()`: 40 training "
+        "and 100 test pairs, `h = 0.1`): G-SympNet, LA-SympNet, Hénon net, Hamiltonian "
+        "neural network and ResNet, each 50,000 full-batch epochs of `optax.adam(1e-3)` on "
+        "the MSE; errors over 1000 steps from `(1, 0)` against a sixth-order reference.",
+        target="No target.",
+    ),
+    "toda_reduction": Section(
+        title="Toda lattice model reduction",
+        about="Model reduction of `TodaLattice(200, alpha=0.64)` (400 dimensions, 8000 "
+        "implicit-midpoint steps of `dt = 0.1`): proper symplectic decomposition (PSD), a "
+        "symplectic autoencoder and the manifold cotangent lift at reduced dimensions 2 "
+        "and 4; projection and reduction errors, loop actions, and the speed of each "
+        "online phase next to its accuracy. A shortened reproduction: small autoencoders "
+        "and a fixed epoch budget.",
+    ),
+    "new_families": Section(
+        title="New families",
+        about="P-SympNets on the harmonic oscillator and on a 20-dimensional linear "
+        "Hamiltonian system, symmetric SympNets on the pendulum (10,000-step rollout), and "
+        "a Lagrangian neural network against an MLP of the acceleration on the double "
+        "pendulum.",
+        target="No target.",
+        figures=("new_families_energy.png",),
+    ),
+    "positional_encoding": Section(
+        title="Positional encoding at equal budget",
+        about="Every transformer family trained with and without `positional_encoding` on "
+        "the same data for the same epochs (`fit`'s default Adam, float64, median over the "
+        "seeds; validation on held-out trajectories): the driven pendulum and the "
+        "pulsating rigid body, where the order of a window's rows matters, and Markov "
+        "problems, where it does not.",
+        target="Targets: validation at least 2× better with the encoding where order "
+        "matters; at most 1.5× worse where it does not.",
+        tables=(0,),
+        targets=False,
+    ),
+    "positional_encoding_lm": Section(
+        title="Positional encoding at equal wall time",
+        about="Every transformer family trained with and without the encoding for the same "
+        "wall time (20 s per run, one core) by Levenberg–Marquardt and by Adam, at the "
+        "default and a larger size, on Markov and order-dependent problems; one seed.",
+        target="Targets: with / without at most 1.2 in training and validation on Markov "
+        "problems; validation at least 5× better where order matters.",
+        tables=(0,),
+        targets=False,
+    ),
+    "positional_encoding_cli": Section(
+        title="Positional encoding through the command line",
+        about="`geomlearn train` without and with `--positional-encoding` at the command "
+        "line's defaults (float32, Levenberg–Marquardt up to 500 iterations or 150 s), "
+        "median over the seeds of the validation loss on held-out trajectories. A row is "
+        "the latest run of its case; its parameter counts (without → with) identify the "
+        "model and the position signal that ran.",
+        target="Targets: with / without at most 1.2 on Hénon–Heiles (Markov); validation "
+        "at least 5× better where order matters; the encoding adds at most 10 % of the "
+        "parameters.",
+        runs=(
+            Run(_PE_CLI.format("sizes_henon_heiles_st_seeds_3_5")),
+            Run(_PE_CLI.format("sizes_henon_heiles_lst_seeds_3_5")),
+            Run(_PE_CLI.format("sizes_tf")),
+            Run(_PE_CLI.format("henon_heiles_vpt")),
+            Run(_PE_CLI.format("large_st_lst")),
+            Run(_PE_CLI.format("vpt_true")),
+            Run(_PE_CLI.format("order"),
+                where=(("system", "forced_rigid_body"), ("model", "transformer"))),
+            Run(_PE_CLI.format("forced_rigid_body_vpt")),
+        ),
+        tables=(1,),
+        targets=False,
+        notes=False,
+        merge=True,
+    ),
+    "long_rollout": Section(
+        title="Long rollouts",
+        about="How long a rollout of 100,000 states stays bounded for each transformer "
+        "family — the VPT on the rigid body; SymT, LST and ST on the coupled oscillator — "
+        "after Levenberg–Marquardt training within a CPU-time budget, on one window "
+        "(`k=1`) or on rollouts of `k` windows. The second run adds the Lie–Poisson "
+        "network (LPNet) and evaluates with `geomlearn.evaluate(..., horizon=100_000)`.",
+        runs=(Run("long_rollout.json"), Run("long_rollout_lpnet.json")),
+    ),
+    "dissipation": Section(
+        title="Dissipation and forcing",
+        about="`ConformalSympNet` against a `GSympNet` and two MLPs on the damped pendulum "
+        "(γ = 0.1, `h = 0.1`): the recovered γ and the 1000-step rollout error; "
+        "`PortHamiltonianNN` on the forced Duffing oscillator of Desai et al. (2021): the "
+        "recovered damping and forcing amplitude.",
+    ),
+    "distributed_lm": Section(
+        title="Levenberg–Marquardt across processes",
+        about="`fit(..., optimizer=LevenbergMarquardt(chunk_size=1024), per_process=True)` "
+        "on 4096 samples of the flow of a random 20-dimensional quadratic Hamiltonian "
+        "(`GSympNet(20, n_layers=4, width=8)`, float64): 2 processes on 2 cores, each "
+        "holding half the samples, against 1 process on 1 core; per-process memory, "
+        "iteration time and final loss.",
+    ),
+}
