@@ -55,3 +55,19 @@ def n_params(module):
         for x in jax.tree_util.tree_leaves(module)
         if eqx.is_inexact_array(x) or isinstance(x, jax.ShapeDtypeStruct)
     )
+
+
+def concrete_overrides(cls) -> list[str]:
+    """The methods of `cls` that replace a concrete (not abstract) method of a geomlearn
+    base class."""
+    out = []
+    for attr, value in vars(cls).items():
+        if attr.startswith("__") or not (callable(value) or isinstance(value, property)):
+            continue
+        for base in cls.__mro__[1:]:
+            if attr in vars(base):
+                if (base.__module__.startswith("geomlearn")
+                        and not getattr(vars(base)[attr], "__isabstractmethod__", False)):
+                    out.append(f"{cls.__name__}.{attr} over {base.__name__}")
+                break
+    return out

@@ -18,6 +18,8 @@ from geomlearn.io import _migrations
 from geomlearn.layers import _position_signal, _vp_attention
 from geomlearn.models import _discrete_gradient, _latent
 
+from _helpers import concrete_overrides
+
 #: Every family of options: its abstract base, its finals.
 FAMILIES = {
     "position signal": (gl.AbstractPositionSignal, [
@@ -30,22 +32,6 @@ FAMILIES = {
         _latent.LatentGSympNet, _latent.LatentLASympNet, _latent.LatentResNet]),
     "progress": (gl.AbstractProgress, [gl.TqdmProgress, gl.NoProgress]),
 }
-
-
-def concrete_overrides(cls) -> list[str]:
-    """The methods of `cls` that replace a concrete (not abstract) method of a geomlearn
-    base class."""
-    out = []
-    for attr, value in vars(cls).items():
-        if attr.startswith("__") or not (callable(value) or isinstance(value, property)):
-            continue
-        for base in cls.__mro__[1:]:
-            if attr in vars(base):
-                if (base.__module__.startswith("geomlearn")
-                        and not getattr(vars(base)[attr], "__isabstractmethod__", False)):
-                    out.append(f"{cls.__name__}.{attr} over {base.__name__}")
-                break
-    return out
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

@@ -38,7 +38,7 @@ from geomlearn.layers.positional import positional_encoding
 from geomlearn.layers.sympnet import GradientLayerP, GradientLayerQ
 from geomlearn.systems import SYSTEMS, ForcedRigidBody, ParametricPendulum
 
-from _helpers import n_params, normal, random_module, randomize
+from _helpers import concrete_overrides, n_params, normal, random_module, randomize
 
 # The shorthands, in the order of the error message.
 PLACEMENTS = ("input", "scaled", "conjugate", "bias", "amplitude", "split-amplitude")
@@ -374,22 +374,6 @@ def test_the_amplitude_by_halves_is_the_volume_preserving_transformers_alone(nam
             make(name, given, key())
 
 
-def _concrete_overrides(cls) -> list[str]:
-    """The methods of `cls` that replace a concrete (not abstract) method of a geomlearn
-    base class."""
-    out = []
-    for attr, value in vars(cls).items():
-        if attr.startswith("__") or not (callable(value) or isinstance(value, property)):
-            continue
-        for base in cls.__mro__[1:]:
-            if attr in vars(base):
-                if (base.__module__.startswith("geomlearn")
-                        and not getattr(vars(base)[attr], "__isabstractmethod__", False)):
-                    out.append(f"{cls.__name__}.{attr} over {base.__name__}")
-                break
-    return out
-
-
 def test_the_signals_apply_themselves():
     """The model asks a signal for its gains, its row terms and its translation — the
     abstract protocol — and nothing else: no final signal overrides a concrete method
@@ -397,7 +381,7 @@ def test_the_signals_apply_themselves():
     overrides a final's method is found."""
     finals = [signals.NoSignal, *SIGNALS.values()]
     assert all(not inspect.isabstract(cls) for cls in finals)
-    assert [o for cls in finals for o in _concrete_overrides(cls)] == []
+    assert [o for cls in finals for o in concrete_overrides(cls)] == []
     protocol = {"encoder", "init", "row_terms", "encode", "decode", "undo_encode", "undo_decode"}
     public = {n for n in dir(signals.AbstractPositionSignal)
               if not n.startswith("_") and callable(getattr(signals.AbstractPositionSignal, n))}
@@ -408,7 +392,7 @@ def test_the_signals_apply_themselves():
         def init(self, slots, dtype):
             return None
 
-    assert _concrete_overrides(Overriding) == ["Overriding.init over PositionAmplitude"]
+    assert concrete_overrides(Overriding) == ["Overriding.init over PositionAmplitude"]
 
 
 # ------------------------------------------------------- order-dependent benchmark data
