@@ -138,7 +138,7 @@ def _train(case, encoding: str, seed: int, extra: list[str], training: str = "cl
                 contextlib.redirect_stdout(io.StringIO()), \
                 contextlib.redirect_stderr(io.StringIO()) as err:
             rc = cli.main(argv)
-        if rc != 0:
+        if rc not in (0, cli.NOT_TRAINED):  # a run that did not learn is measured as such
             raise RuntimeError(f"geomlearn {' '.join(argv)} failed ({rc}): {err.getvalue()}")
         metrics = json.loads((out / "metrics.json").read_text())
         run = json.loads((out / "run.json").read_text())
@@ -146,7 +146,8 @@ def _train(case, encoding: str, seed: int, extra: list[str], training: str = "cl
     return {
         "params": params, "loss": metrics["final_loss"], "val_loss": metrics["final_val_loss"],
         "epochs": metrics["epochs"], "seconds": metrics["training_seconds"],
-        "stop_reason": metrics["stop_reason"], "dtype": run["dtype"],
+        "stop_reason": metrics["stop_reason"], "trained": metrics["trained"],
+        "dtype": run["dtype"],
         "error_last": list(metrics["trajectory_error"].values())[-1],
     }
 

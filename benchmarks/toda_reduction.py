@@ -94,7 +94,7 @@ def _train_autoencoder(gl, S, k, s, seed):
 
     ae = gl.SymplecticAutoencoder(S.shape[-1], k, width=s["width"],
                                   key=jax.random.PRNGKey(k + 100 * seed), dtype=jnp.float64)
-    ae = gl.models.initialize_from_psd(ae, S)  # centred, per-block loss weights
+    ae = gl.reduction.initialize_from_psd(ae, S)  # centred, per-block loss weights
     batch = min(s["batch"], S.shape[0])
     steps = s["ae_epochs"] * (S.shape[0] // batch)
     schedule = optax.cosine_decay_schedule(s["ae_lr"], steps, alpha=1e-2)
@@ -118,7 +118,7 @@ def _train_latent(gl, ae, X, k, s):
     net, hist = gl.fit(net, (Yenc[:-1], Yenc[1:]), epochs=s["nn_iterations"],
                        optimizer=gl.LevenbergMarquardt(), key=jax.random.PRNGKey(30 + k),
                        progress=False)
-    model = gl.models.ReducedIntegrator.from_parts(ae, net, n_layers=s["nn_layers"],
+    model = gl.reduction.ReducedIntegrator.from_parts(ae, net, n_layers=s["nn_layers"],
                                                    width=s["nn_width"])
     return model, time.perf_counter() - t0, hist["loss"][-1]
 

@@ -7,8 +7,8 @@ around them to learn integrators from phase-space trajectories.
 This module is the façade: it re-exports the public names of the subpackages, which are
 layered so that imports only point down (see the architecture page of the docs):
 leaf helpers → geometry, structures, manifolds, systems, integrators, data, datasets,
-second_order, reduction, cotangent_lift → layers → models → rollout, evaluation, training, io →
-plotting → cli.
+second_order → layers → models → rollout, evaluation, training, io → plotting → cli; the
+reduction package (`geomlearn.reduction`) keeps its modules together across those layers.
 """
 
 from . import (
@@ -30,10 +30,6 @@ from . import (
     training as training,
 )
 from ._version import __version__ as __version__
-from .cotangent_lift import (
-    ManifoldCotangentLift as ManifoldCotangentLift,
-    manifold_cotangent_lift as manifold_cotangent_lift,
-)
 from .data import TrajectoryData as TrajectoryData
 from .evaluation import (
     Evaluation as Evaluation,
@@ -114,22 +110,26 @@ from .models import (
     LagrangianNeuralNetwork as LagrangianNeuralNetwork,
     LASympNet as LASympNet,
     LiePoissonNet as LiePoissonNet,
-    LiftedIntegrator as LiftedIntegrator,
     LinearSymplecticTransformer as LinearSymplecticTransformer,
     MultiStep as MultiStep,
-    PSDLayer as PSDLayer,
     PortHamiltonianNN as PortHamiltonianNN,
     PSympNet as PSympNet,
-    ReducedIntegrator as ReducedIntegrator,
     ResNet as ResNet,
     RSympNet as RSympNet,
-    SymplecticAutoencoder as SymplecticAutoencoder,
     SymplecticTransformer as SymplecticTransformer,
     Task as Task,
     Transformer as Transformer,
     VolumePreservingFeedForward as VolumePreservingFeedForward,
     VolumePreservingTransformer as VolumePreservingTransformer,
+)
+from .reduction import (
+    LiftedIntegrator as LiftedIntegrator,
+    ManifoldCotangentLift as ManifoldCotangentLift,
+    PSDLayer as PSDLayer,
+    ReducedIntegrator as ReducedIntegrator,
+    SymplecticAutoencoder as SymplecticAutoencoder,
     initialize_from_psd as initialize_from_psd,
+    manifold_cotangent_lift as manifold_cotangent_lift,
 )
 from .rollout import iterate as iterate
 from .second_order import (

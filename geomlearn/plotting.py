@@ -37,7 +37,8 @@ def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
     """Write a report figure: the rollout against the reference in phase space, the
     invariant error over time, the loss curves, and — for an evaluation with a long
     horizon (`evaluate(..., horizon=N)`) — the invariant drift against the step on
-    logarithmic axes up to the horizon, with the escapes marked.
+    logarithmic axes up to the horizon, with the escapes marked. The rollout's title
+    gives the trajectory error over the whole reference next to the identity map's.
 
     **Arguments:** `path` (an image file); `history` (from `fit`); `evaluation` (the
     `geomlearn.Evaluation` returned by `evaluate`); `loss_name` (the y-axis label);
@@ -69,7 +70,8 @@ def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
     ax.plot(ref[0, a], ref[0, b], "ko", ms=4)
     ax.set_xlabel(name(a))
     ax.set_ylabel(name(b))
-    ax.set_title(f"rollout, {metrics['n_steps']} steps (evaluation trajectory 1)")
+    ax.set_title(f"rollout, {metrics['n_steps']} steps (evaluation trajectory 1)"
+                 + _error_scale(metrics), fontsize=10)
     ax.legend(loc="best", fontsize=8)
     ax.set_aspect("equal", adjustable="datalim")
     ax = axes[1]
@@ -190,10 +192,21 @@ def reduction_report(path, *, history, evaluation, loss_name: str = "relative",
     return True
 
 
+def _error_scale(metrics) -> str:
+    """A second title line: the trajectory error over the whole reference and the identity
+    map's, or `""` for an evaluation without the latter."""
+    identity = metrics.get("identity_trajectory_error") or {}
+    k = str(metrics["n_steps"])
+    if k not in identity or k not in metrics["trajectory_error"]:
+        return ""
+    return (f"\nerror {metrics['trajectory_error'][k]:.3g} "
+            f"(identity map {identity[k]:.3g})")
+
+
 def _long_horizon_panel(ax, long) -> None:
     """Each invariant's relative drift |δ_t| against the step t (log-log, one line per
-    rollout, up to its escape), or without invariants the state norm over the data's
-    bound; the escape steps as crosses at the top of the panel."""
+    rollout, up to its escape), or without invariants the distance from the data's
+    centre over the data's radius; the escape steps as crosses at the top of the panel."""
     m, steps = long.metrics, long.steps
     floor = 1e-17
     if long.drift:
@@ -207,7 +220,7 @@ def _long_horizon_panel(ax, long) -> None:
         for row in long.norm:
             ax.loglog(steps, row, "C0-", lw=0.9, alpha=0.7)
         ax.axhline(m["escape_bound"] / m["data_bound"], color="C3", ls=":", label="escape bound")
-        ax.set_ylabel("state norm / data's bound")
+        ax.set_ylabel("distance from the data's mean / data's radius")
     escapes = [s for s in m["escape_step"] if s is not None]
     if escapes:
         ax.plot(escapes, [ax.get_ylim()[1]] * len(escapes), "kx", ms=7, clip_on=False,

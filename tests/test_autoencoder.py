@@ -80,7 +80,7 @@ def toda_snapshots():
 def test_fit_trains_and_keeps_the_structure(toda_snapshots):
     toda, X = toda_snapshots
     ae = _small(jax.random.PRNGKey(3), full=24, reduced=2)
-    ae = gl.models.initialize_from_psd(ae, X)
+    ae = gl.reduction.initialize_from_psd(ae, X)
     psd = proper_symplectic_decomposition(X, 2, centred=True)  # where it starts
     e0 = float(projection_error(ae, X))
     np.testing.assert_allclose(e0, float(projection_error(psd, X)), rtol=0.2)
@@ -154,7 +154,7 @@ def test_reference_state_and_block_weights_from_the_psd(toda_snapshots, tmp_path
     fresh = _small(jax.random.PRNGKey(5), full=24, reduced=2)
     assert float(jnp.max(jnp.abs(fresh.reference))) == 0.0
     np.testing.assert_array_equal(fresh.loss_weights, jnp.ones(2))
-    ae = gl.models.initialize_from_psd(fresh, X)
+    ae = gl.reduction.initialize_from_psd(fresh, X)
     np.testing.assert_allclose(ae.reference, jnp.mean(X, axis=0), rtol=1e-13)
     C = X - jnp.mean(X, axis=0, keepdims=True)
     np.testing.assert_allclose(ae.loss_weights, [1 / jnp.sqrt(jnp.mean(C[:, :12] ** 2)),
@@ -180,7 +180,7 @@ def test_reference_state_and_block_weights_from_the_psd(toda_snapshots, tmp_path
     assert err < 0.8 * float(projection_error(plain, X))
     np.testing.assert_allclose(err, float(projection_error(centred, X)), rtol=0.2)
     # negative control: the plain start keeps a zero reference and unit weights
-    plain_ae = gl.models.initialize_from_psd(fresh, X, centred=False, normalise=False)
+    plain_ae = gl.reduction.initialize_from_psd(fresh, X, centred=False, normalise=False)
     assert float(jnp.max(jnp.abs(plain_ae.reference))) == 0.0
     np.testing.assert_array_equal(plain_ae.loss_weights, jnp.ones(2))
     # saved and loaded with its reference and weights
@@ -213,7 +213,7 @@ def test_fit_autoencoder_loss_is_reconstruction_plus_weighted_field_error(toda_s
     the squared latent field error — each computed here independently (NumPy, and
     `latent_vector_field_error`). Negative control: λ = 0 gives the reconstruction alone."""
     toda, X = toda_snapshots
-    ae = gl.models.initialize_from_psd(_small(jax.random.PRNGKey(3), full=24, reduced=2), X)
+    ae = gl.reduction.initialize_from_psd(_small(jax.random.PRNGKey(3), full=24, reduced=2), X)
     ae = _random_on_manifold(ae, 5)  # away from the PSD, so both terms are sizeable
     data = gl.TrajectoryData(X[None], 0.1)
     Xn = np.asarray(X)
@@ -250,7 +250,7 @@ def test_the_field_term_makes_the_reduced_flow_follow_the_codes(toda_snapshots):
     lower with the field term (λ = 1) than the same training without it (λ = 0, the
     negative control), whose reconstruction-only objective lets it grow."""
     toda, X = toda_snapshots
-    ae = gl.models.initialize_from_psd(_small(jax.random.PRNGKey(3), full=24, reduced=2), X)
+    ae = gl.reduction.initialize_from_psd(_small(jax.random.PRNGKey(3), full=24, reduced=2), X)
     data = gl.TrajectoryData(X[None], 0.1)
     start = float(latent_vector_field_error(ae, toda, X))
     ends = {}

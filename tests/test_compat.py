@@ -30,11 +30,12 @@ EXPECTED = dict(np.load(MODELS / "expected.npz"))
 
 def public_families():
     out = []
-    for name in gl.models.__all__:
-        obj = getattr(gl.models, name)
-        if (isinstance(obj, type) and issubclass(obj, AbstractModel) and not inspect.isabstract(obj)
-                and not name.startswith("Abstract")):
-            out.append(name)
+    for module in (gl.models, gl.reduction):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if (isinstance(obj, type) and issubclass(obj, AbstractModel) and not inspect.isabstract(obj)
+                    and not name.startswith("Abstract")):
+                out.append(name)
     return sorted(out)
 
 
@@ -143,7 +144,7 @@ def test_check_uses_the_stored_dt_and_asks_for_one_when_the_file_has_none(capsys
 
 
 def test_check_of_a_model_that_claims_no_structure_says_so_with_its_own_status(capsys):
-    from geomlearn.cli._commands import NOTHING_TO_CHECK
+    from geomlearn.cli._inspect import NOTHING_TO_CHECK
 
     assert NOTHING_TO_CHECK == 3
     assert main(["check", str(MODELS / "ResNet.geomlearn"), "--points", "3"]) == 3

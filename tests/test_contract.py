@@ -26,14 +26,20 @@ CASES = {name: (case.build, case.shape, case.call) for name, case in {**LAYERS, 
 #: passed to a layer or a model and asked, not maps with a contract of their own.
 OPTIONS = (gl.layers.AbstractPositionSignal, gl.layers.AbstractWeighting)
 
+#: Of `geomlearn.reduction`, the models and the decoder layer have the contract; its
+#: reductions fitted by least squares (`PSD`, `ManifoldCotangentLift`), its reduced
+#: systems and its latent-map options are not maps of one sample with parameters.
+REDUCTION_MAPS = (gl.models.AbstractModel, gl.reduction.PSDLayer)
+
 
 def public_modules():
     out = []
-    for mod in (gl.layers, gl.models):
+    for mod in (gl.layers, gl.models, gl.reduction):
         for name in mod.__all__:
             obj = getattr(mod, name)
             if (isinstance(obj, type) and issubclass(obj, eqx.Module) and not issubclass(obj, OPTIONS)
-                    and not inspect.isabstract(obj) and not name.startswith("Abstract")):
+                    and not inspect.isabstract(obj) and not name.startswith("Abstract")
+                    and (mod is not gl.reduction or issubclass(obj, REDUCTION_MAPS))):
                 out.append(name)
     return out
 

@@ -2,19 +2,21 @@
 a negative control), an exact left inverse, the reduced dynamics of a bead on the
 decoder's curve, and a reduction of the Toda bump that predicts where the PSD cannot."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import geomlearn as gl
-from geomlearn.cotangent_lift import ManifoldCotangentLift, manifold_cotangent_lift
 from geomlearn.evaluation import check_immersion
 from geomlearn.integrators import integrate
 from geomlearn.reduction import (
+    ManifoldCotangentLift,
     ReducedHamiltonianSystem,
     immersion_residual,
     loop_action,
+    manifold_cotangent_lift,
     orbit_period,
     proper_symplectic_decomposition,
 )
@@ -139,3 +141,21 @@ def test_fitting_arguments_are_checked(toda_bump):
         manifold_cotangent_lift(X, 2).decode(jnp.zeros(3))
     with pytest.raises(ValueError, match="coefficients"):
         ManifoldCotangentLift(jnp.eye(4)[:, :1], jnp.zeros(8), jnp.zeros((1, 4)), 0.0, 1.0)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_a_basis_that_is_not_orthonormal_is_refused(dtype):
+    """The decoder is a symplectic immersion only for an orthonormal basis: a stretched
+    one is refused with its deviation ‖BᵀB − I‖ (its decoder, built around the check,
+    fails the immersion); the same basis orthonormal passes in either dtype."""
+    lift = _random_lift(12, 2, 7, seed=3)
+    args = (lift.reference.astype(dtype), lift.coefficients.astype(dtype), 0.2, 1.5)
+    stretched = lift.basis * jnp.array([[1.0, 1.1]], lift.basis.dtype)
+    with pytest.raises(ValueError, match=r"‖BᵀB − I‖ = 0\.21"):
+        ManifoldCotangentLift(stretched.astype(dtype), *args)
+    bad = eqx.tree_at(lambda m: m.basis, lift, stretched)
+    y = jnp.ones(4, lift.basis.dtype)
+    assert float(immersion_residual(bad.decode, y)) > 1e-2
+    good = ManifoldCotangentLift(lift.basis.astype(dtype), *args)
+    assert float(immersion_residual(good.decode, jnp.ones(4, dtype))) < (
+        1e-4 if dtype == jnp.float32 else 1e-12)

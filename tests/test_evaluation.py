@@ -188,3 +188,78 @@ def test_timed_interleaved_times_each_computation_in_turns():
     assert calls == ["slow", "fast"] * 4
     f, s = timed_interleaved([fast, slow], repeats=1)
     assert s >= 0.03 > f
+
+
+# ------------------------------------------------- the scale of every number
+
+
+def test_the_identity_map_and_one_classical_step_are_reported_next_to_the_model():
+    ref = exact_reference(30)
+    metrics = gl.evaluate(ScaledRotation(scale=1.001), HarmonicOscillator(), ref,
+                          horizons=[1, 10, 30])
+    states = np.asarray(ref.states)
+    # the do-nothing map z_t = z_0, measured as the model's trajectory error
+    diff = states - states[:, :1]
+    for k in (1, 10, 30):
+        expected = np.sqrt(np.sum(diff[:, : k + 1] ** 2) / np.sum(states[:, : k + 1] ** 2))
+        np.testing.assert_allclose(metrics["identity_trajectory_error"][str(k)], expected,
+                                   rtol=1e-12)
+    assert metrics["identity_trajectory_error"]["30"] > 10 * metrics["trajectory_error"]["30"]
+    # one Störmer–Verlet step (the oscillator is separable) from every state
+    assert metrics["classical_step_method"] == "stormer_verlet"
+    here, after = states[:, :-1].reshape(-1, 2), states[:, 1:].reshape(-1, 2)
+    stepped = np.asarray(gl.integrators.integrate(HarmonicOscillator(), here, DT, 1,
+                                                  method="stormer_verlet"))[:, 1]
+    expected = np.sqrt(np.sum((stepped - after) ** 2) / np.sum(after**2))
+    np.testing.assert_allclose(metrics["classical_step_error"], expected, rtol=1e-10)
+    assert 0 < metrics["classical_step_error"] < 1e-2
+    text = metrics.summary(title="rotation")
+    assert "identity map" in text and "one classical step" in text and "stormer_verlet" in text
+    json.dumps(metrics)
+    # a system that is not separable: the implicit midpoint rule; none without a system
+    rb = RigidBody()
+    data = gl.TrajectoryData.from_system(rb, rb.default_initial_conditions(), 0.2, 10)
+    m = gl.evaluate(gl.VolumePreservingFeedForward(3, key=jax.random.PRNGKey(0)), rb, data)
+    assert m["classical_step_method"] == "implicit_midpoint"
+    assert m["classical_step_error"] < 1e-12  # the data are implicit-midpoint steps
+    bare = gl.evaluate(ScaledRotation(), None, ref)
+    assert bare["classical_step_error"] is None and bare["classical_step_method"] is None
+    assert "one classical step" not in bare.summary(title="bare")
+    assert bare["identity_trajectory_error"] == metrics["identity_trajectory_error"]
+
+
+def test_the_identity_map_of_a_window_model_keeps_the_given_window(key):
+    ref = exact_reference(12)
+    metrics = gl.evaluate(TinyWindow(2, key=key()), HarmonicOscillator(), ref, seq_length=4,
+                          prediction_window=2, horizons=[3, 12])
+    states = np.asarray(ref.states)
+    identity = states.copy()
+    identity[:, 4:] = states[:, 3:4]
+    assert metrics["identity_trajectory_error"]["3"] == 0.0
+    expected = np.sqrt(np.sum((identity - states) ** 2) / np.sum(states**2))
+    np.testing.assert_allclose(metrics["identity_trajectory_error"]["12"], expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("horizon", [None, 300])
+def test_a_learned_energy_drift_does_not_depend_on_its_constant(key, horizon):
+    """H_θ and H_θ + c have the same flow; the drift is divided by the learned energy's
+    range over the data, not by its value, so it is the same for both."""
+    ref = exact_reference(20)
+    hnn = gl.HamiltonianNeuralNetwork(2, width=8, depth=1, key=key())
+    shifted = eqx.tree_at(lambda m: m.biases[-1], hnn, hnn.biases[-1] + 1700.0)
+    z = ref.states[0, 3]
+    assert float(shifted.hamiltonian(z) - hnn.hamiltonian(z)) == pytest.approx(1700.0)
+    a, b = (gl.evaluate(m, None, ref, horizon=horizon) for m in (hnn, shifted))
+    for key_ in ("invariant_drift", "reference_invariant_drift"):
+        np.testing.assert_allclose(b[key_]["learned_energy"], a[key_]["learned_energy"],
+                                   rtol=1e-6)
+    H = np.asarray(jax.vmap(jax.vmap(hnn.hamiltonian))(ref.states))
+    roll = np.asarray(jax.vmap(jax.vmap(hnn.hamiltonian))(a.rollout))
+    np.testing.assert_allclose(a["invariant_drift"]["learned_energy"],
+                               np.max(np.abs(roll - H[:, :1])) / np.ptp(H), rtol=1e-10)
+    if horizon is not None:
+        inv_a = a["long_horizon"]["invariants"]["learned_energy"]
+        inv_b = b["long_horizon"]["invariants"]["learned_energy"]
+        np.testing.assert_allclose(inv_b["max_drift"], inv_a["max_drift"], rtol=1e-6)
+        np.testing.assert_allclose(inv_b["trend"], inv_a["trend"], rtol=1e-5, atol=1e-14)
+        assert inv_a["scale"] == pytest.approx(np.ptp(H), rel=1e-12)

@@ -9,6 +9,7 @@ import pytest
 import geomlearn
 
 from _helpers import n_params, normal, randomize
+from geomlearn.integrators import ImplicitMidpoint
 from geomlearn.models import AbstractHamiltonianModel, HamiltonianNeuralNetwork
 
 RNG_SEED = 161803  # the `rng` fixture's seed (tests/conftest.py)
@@ -140,3 +141,79 @@ def test_errors(key):
         model.vector_field(jnp.ones((3, 2)))
     with pytest.raises(TypeError, match="floating"):
         model.vector_field(jnp.ones(2, dtype=jnp.int32))
+
+
+def _even_float32_network():
+    """A float32 network (dim 4, width 16, depth 1) whose energy is even — hidden units in
+    pairs `w`, `-w` with equal biases and output weights — so that `0` is an equilibrium,
+    an elliptic one (H's Hessian there is definite, checked): orbits near it stay near."""
+    rng = np.random.default_rng(7)
+    w, b, c = rng.normal(size=(8, 4)), rng.normal(size=8), rng.normal(size=(1, 8))
+    weights = (np.concatenate([w, -w]), np.concatenate([c, c], axis=1))
+    biases = (np.concatenate([b, b]), np.zeros(1))
+    model = HamiltonianNeuralNetwork(4, width=16, depth=1, key=jax.random.PRNGKey(0),
+                                     dtype=jnp.float32)
+    as32 = lambda arrays: tuple(jnp.asarray(a, jnp.float32) for a in arrays)
+    model = eqx.tree_at(lambda m: (m.weights, m.biases), model, (as32(weights), as32(biases)))
+    hessian = jax.hessian(model.hamiltonian)(jnp.zeros(4, jnp.float32))
+    curvature = np.linalg.eigvalsh(np.asarray(hessian, np.float64))
+    assert curvature[0] > 0.1
+    return model
+
+
+@eqx.filter_jit
+def _midpoint_steps(model, states, dt):
+    return jax.vmap(lambda z: ImplicitMidpoint().solve(model.vector_field, z, dt))(states)
+
+
+@eqx.filter_jit
+def _midpoint_step(model, z, dt):
+    return ImplicitMidpoint().solve(model.vector_field, z, dt)
+
+
+def test_two_orbits_rolled_out_together_get_the_verdicts_and_states_each_gets_alone():
+    """In float32, an orbit near the learned equilibrium and one far from it. The
+    fixed-point iteration's test was relative to the state's size, which near the
+    equilibrium is below the field's rounding: the verdict turned on that rounding, which
+    differs between a batch's kernels and one state's, so an orbit near the equilibrium
+    failed, alone or only in a batch. The test now has an absolute floor (a unit size)."""
+    model = _even_float32_network()
+    rng = np.random.default_rng(107)
+    directions = rng.normal(size=(2, 4))
+    directions /= np.max(np.abs(directions), axis=1, keepdims=True)
+    starts = jnp.asarray(directions * np.array([[4.743e-3], [0.5]]), jnp.float32)
+    together = np.asarray(geomlearn.iterate(model, starts, 300, dt=0.1))
+    alone = np.stack([np.asarray(geomlearn.iterate(model, z, 300, dt=0.1)) for z in starts])
+    assert np.all(np.isfinite(together)) and np.all(np.isfinite(alone))
+    # each step is solved to 128·eps·(|z| + h|K| + 1); over many steps the orbits' phases
+    # drift apart by rounding, as any two float32 computations of them do
+    np.testing.assert_allclose(together[:, :50], alone[:, :50], rtol=0, atol=128 * 2**-23)
+    # one step from states at every distance from the equilibrium: batched and alone alike
+    amplitude = np.geomspace(1e-6, 1.0, 40)
+    states = jnp.asarray(normal(np.random.default_rng(3), (40, 4)) * amplitude[:, None],
+                         jnp.float32)
+    dt = jnp.asarray(0.1, jnp.float32)
+    _, batched = _midpoint_steps(model, states, dt)
+    alone = np.array([bool(_midpoint_step(model, z, dt)[1]) for z in states])
+    assert np.asarray(batched).all() and alone.all()
+    # beside a state whose iteration runs to its limit and fails, a state keeps its own
+    # verdict and step: vmap's loop runs on, but each state stops where its own test does
+    pair = jnp.stack([states[-5], states[-5]])
+    steps = jnp.asarray([0.1, 5.0], jnp.float32)
+    solve = jax.vmap(lambda z, h: ImplicitMidpoint().solve(model.vector_field, z, h))
+    y, verdicts = eqx.filter_jit(solve)(pair, steps)
+    assert np.asarray(verdicts).tolist() == [True, False]
+    np.testing.assert_allclose(y[0], _midpoint_step(model, states[-5], dt)[0], rtol=0,
+                               atol=128 * 2**-23)
+    # negative control: a step too large for the iteration to contract fails, batched and alone
+    steep = jax.tree_util.tree_map(lambda a: 10.0 * a if a.ndim == 2 else a, model)
+    big = jnp.asarray(2.0, jnp.float32)
+    assert not np.asarray(_midpoint_steps(steep, states[-5:], big)[1]).any()
+    assert not any(bool(_midpoint_step(steep, z, big)[1]) for z in states[-5:])
+    # its error is one line: the model, the solve, dt, the dtype, and what to try
+    with pytest.raises(Exception) as info:
+        jax.block_until_ready(steep.step(states[-1], steep.task(dt=2.0)))
+    (line,) = [ln for ln in str(info.value).splitlines() if "did not converge" in ln]
+    for text in ("HamiltonianNeuralNetwork", "implicit-midpoint", "dt=2", "float32", "float64",
+                 "smaller step at prediction", "different model"):
+        assert text in line

@@ -29,12 +29,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def concrete_model_classes():
-    out = []
-    for name in gl.models.__all__:
-        obj = getattr(gl.models, name)
-        if isinstance(obj, type) and issubclass(obj, AbstractModel) and not inspect.isabstract(obj) \
-                and not name.startswith("Abstract"):
-            out.append(name)
+    """The concrete model classes the package exports by name: `geomlearn.models`'s and
+    the reduction's (`geomlearn.reduction`)."""
+    out = {}
+    for module in (gl.models, gl.reduction):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if isinstance(obj, type) and issubclass(obj, AbstractModel) and not inspect.isabstract(obj) \
+                    and not name.startswith("Abstract"):
+                out[name] = obj
     return out
 
 
@@ -49,8 +52,8 @@ def test_every_model_class_has_a_round_trip_case():
 
 
 def test_the_registry_finds_every_model_class_and_names_them_for_an_unknown_one():
-    for name in concrete_model_classes():
-        assert _base.model_class(name) is getattr(gl.models, name)
+    for name, cls in concrete_model_classes().items():
+        assert _base.model_class(name) is cls
     assert set(concrete_model_classes()) <= set(_base.model_classes())
     assert gio.register is _base.register and gl.register is _base.register
     with pytest.raises(ValueError, match="unknown model class 'MysteryNet'.*GSympNet.*register"):

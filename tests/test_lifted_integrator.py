@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 import geomlearn as gl
-from geomlearn.cotangent_lift import manifold_cotangent_lift
 from geomlearn.evaluation import evaluate_reduction
 from geomlearn.integrators import integrate
-from geomlearn.reduction import proper_symplectic_decomposition
+from geomlearn.reduction import manifold_cotangent_lift, proper_symplectic_decomposition
 from geomlearn.systems import TodaLattice
 
 from _helpers import randomize

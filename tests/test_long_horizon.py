@@ -1,6 +1,7 @@
 """Tests for the long-horizon evaluation (`evaluate(..., horizon=N)`) and for evaluation
-without a system: exact escape steps, valid times and trends of maps with known orbits,
-streaming against a direct computation, and the command line's warning."""
+without a system: exact escape steps (independent of the origin), valid times and trends
+of maps with known orbits, streaming against a direct computation, and the command
+line's warning."""
 
 import json
 import math
@@ -19,6 +20,7 @@ from geomlearn.cli._main import _parser
 from geomlearn.evaluation import (
     ESCAPE_FACTOR,
     TREND_STEPS,
+    VALID_FLOOR,
     VALID_TOLERANCE,
     escape_warning,
     long_horizon,
@@ -51,6 +53,25 @@ class LinearMap(AbstractFeedForwardIntegrator):
 
     def __call__(self, z, h=None):
         return self.M.astype(z.dtype) @ z + self.b.astype(z.dtype)
+
+
+class AffineMap(AbstractFeedForwardIntegrator):
+    """z ↦ s R(θ) (z − c) + c: a scaled rotation about the point c."""
+
+    structure: ClassVar[str] = "none"
+    dim: int = eqx.field(static=True)
+    M: jax.Array
+    c: jax.Array
+
+    def __init__(self, dim=2, *, theta=DT, scale=1.0, centre=(0.0, 0.0), key=None, dtype=None):
+        c, s = np.cos(theta), np.sin(theta)
+        self.dim = dim
+        self.M = jnp.asarray(scale * np.array([[c, s], [-s, c]]), dtype=jnp.float64)
+        self.c = jnp.asarray(centre, dtype=jnp.float64)
+
+    def __call__(self, z, h=None):
+        c = self.c.astype(z.dtype)
+        return self.M.astype(z.dtype) @ (z - c) + c
 
 
 class NaNBelowHalf(AbstractFeedForwardIntegrator):
@@ -94,8 +115,16 @@ def oscillator_data(n_steps=20):
     return gl.TrajectoryData(jnp.asarray(np.stack([q, p], axis=-1)), DT)
 
 
+def symmetric_data(n_steps=20):
+    """`oscillator_data` from `Z0` and from `-Z0`: the data's mean is the origin, its
+    radius about it 1."""
+    data = oscillator_data(n_steps)
+    return gl.TrajectoryData(jnp.concatenate([data.states, -data.states]), DT)
+
+
 def first_escape(norm0, s, bound=1.0):
-    """The first t with norm0 · s^t > 10 · bound (or None for s ≤ 1)."""
+    """The first t with norm0 · s^t > 10 · bound (or None for s ≤ 1): the escape of a
+    scaled rotation about the data's centre."""
     if s <= 1.0:
         return None
     t = math.floor(math.log(ESCAPE_FACTOR * bound / norm0) / math.log(s)) + 1
@@ -108,24 +137,54 @@ def first_escape(norm0, s, bound=1.0):
 
 @pytest.mark.parametrize("scale", [1.01, 1.0, 0.9])
 def test_escape_step_of_a_scaled_rotation_is_exact(scale):
-    result = gl.evaluate(LinearMap(scale=scale), HarmonicOscillator(), oscillator_data(),
+    result = gl.evaluate(LinearMap(scale=scale), HarmonicOscillator(), symmetric_data(),
                          horizon=400)
     m = result["long_horizon"]
-    norms = np.linalg.norm(Z0, axis=1)
+    norms = np.linalg.norm(np.concatenate([Z0, -Z0]), axis=1)
     expected = [first_escape(r, scale) for r in norms]
     assert m["escape_step"] == expected
+    np.testing.assert_allclose(m["data_centre"], [0.0, 0.0], rtol=0, atol=1e-15)
     assert m["data_bound"] == pytest.approx(1.0, rel=1e-15)
     assert m["escape_bound"] == pytest.approx(ESCAPE_FACTOR, rel=1e-15)
+    assert m["time_components"] == []
     escaped = [e for e in expected if e is not None]
     assert m["n_escaped"] == len(escaped)
     assert m["min_escape_step"] == (min(escaped) if escaped else None)
-    if scale > 1:  # (231, 248) for s = 1.01: both escaped, median their mean
-        assert expected == [232, 248] and m["median_escape_step"] == 240
+    if scale > 1:  # all four escaped, the median between 232 and 248
+        assert expected == [232, 248, 232, 248] and m["median_escape_step"] == 240
         line = escape_warning(m)
-        assert line.startswith("warning: 2 of 2 rollouts escaped") and "first at step 232" in line
+        assert line.startswith("warning: 4 of 4 rollouts escaped") and "first at step 232" in line
+        assert "from the data's mean" in line
     else:
         assert m["median_escape_step"] is None and escape_warning(m) is None
     json.dumps(dict(result))
+
+
+@pytest.mark.parametrize("scale", [1.01, 0.99])
+def test_escapes_do_not_depend_on_the_origin(scale):
+    """Data and model translated by a constant vector escape at the same steps; a
+    translation far beyond the data's size would otherwise decide the escapes."""
+    data = oscillator_data()
+    shift = np.array([30.0, -20.0])
+    moved = gl.TrajectoryData(data.states + jnp.asarray(shift)[None, None], DT)
+    here = gl.evaluate(AffineMap(scale=scale), None, data, horizon=400)["long_horizon"]
+    there = gl.evaluate(AffineMap(scale=scale, centre=shift), None, moved,
+                        horizon=400)["long_horizon"]
+    assert there["escape_step"] == here["escape_step"]
+    assert there["data_bound"] == pytest.approx(here["data_bound"], rel=1e-12)
+    np.testing.assert_allclose(np.subtract(there["data_centre"], here["data_centre"]), shift,
+                               rtol=1e-12)
+    # the escapes are those about the data's centre: a growing rotation about the origin
+    # leaves the radius 10 B about the mean of the data at a step computed directly
+    if scale > 1:
+        states = np.asarray(data.states, dtype=np.float64)
+        centre = states.reshape(-1, 2).mean(axis=0)
+        bound = np.max(np.linalg.norm(states - centre, axis=-1))
+        roll = np.asarray(gl.iterate(AffineMap(scale=scale), data.states[:, 0], 401))
+        far = np.linalg.norm(roll - centre, axis=-1) > ESCAPE_FACTOR * bound
+        assert here["escape_step"] == [int(np.argmax(row)) for row in far]
+    else:
+        assert here["escape_step"] == [None, None]
 
 
 def test_a_non_finite_state_escapes_and_the_median_counts_survivors():
@@ -140,6 +199,24 @@ def test_a_non_finite_state_escapes_and_the_median_counts_survivors():
 
 
 # -------------------------------------------------------------------- valid time
+
+
+@pytest.mark.parametrize("eps", [3e-3, -3e-3])
+def test_valid_time_is_relative_to_the_reference_norm(eps):
+    """The map z ↦ (1 + ε) R(h) z against the oscillator's flow R(h): the error at step n
+    is exactly |(1 + ε)^n − 1| relative to the reference's norm (the model's norm would
+    give |1 − (1 + ε)^{-n}| and another crossing)."""
+    m = gl.evaluate(LinearMap(scale=1 + eps), HarmonicOscillator(), oscillator_data(),
+                    horizon=400)["long_horizon"]
+    n = np.arange(1, 401)
+    against_reference = np.abs((1 + eps) ** n - 1)
+    against_model = np.abs(1 - (1 + eps) ** -n)
+    expected = int(n[np.argmax(against_reference > VALID_TOLERANCE)])
+    other = int(n[np.argmax(against_model > VALID_TOLERANCE)])
+    assert min(abs(against_reference[expected - 1 - k] - VALID_TOLERANCE) for k in (0, 1)) > 1e-6
+    assert expected != other  # the two norms tell different valid times
+    assert m["valid_time"] == [expected] * 2
+    assert m["valid_floor"] == VALID_FLOOR
 
 
 def crossing(delta_angle):
@@ -212,20 +289,25 @@ def test_trend_of_a_bounded_oscillation_is_near_zero():
 
 
 def direct(model, system, data, horizon, invariants, *, n_init=1, **iterate_options):
-    """Every long-horizon figure computed from the whole rollout and the whole reference."""
+    """Every long-horizon figure computed from the whole rollout and the whole reference:
+    escapes about the data's mean, errors over the reference's norm with its floor."""
     states = np.asarray(data.states)
     init = data.states[:, :n_init] if n_init > 1 else data.states[:, 0]
     roll = np.asarray(gl.iterate(model, init, horizon + 1, **iterate_options))
     ref = np.asarray(integrate(system, data.states[:, n_init - 1], DT, horizon + 1 - n_init,
                                method=GaussLegendre6()))
-    bound = np.max(np.linalg.norm(states, axis=-1))
+    centre = states.reshape(-1, states.shape[-1]).mean(axis=0)
+    bound = np.max(np.linalg.norm(states - centre, axis=-1))
     new, t = roll[:, n_init:], np.arange(n_init, horizon + 1)
     out = {"states": roll, "escape": [], "valid": [], "max": {}, "trend": {}}
     start = {k: np.asarray(jax.vmap(fn)(data.states[:, 0])) for k, fn in invariants.items()}
     for b in range(len(states)):
-        bad = ~np.isfinite(new[b]).all(-1) | (np.linalg.norm(new[b], axis=-1) > ESCAPE_FACTOR * bound)
+        far = np.linalg.norm(new[b] - centre, axis=-1) > ESCAPE_FACTOR * bound
+        bad = ~np.isfinite(new[b]).all(-1) | far
         out["escape"].append(int(t[np.argmax(bad)]) if bad.any() else None)
-        err = np.linalg.norm(new[b] - ref[b, 1:], axis=-1) / np.linalg.norm(ref[b, 1:], axis=-1)
+        size = np.maximum(np.linalg.norm(ref[b, 1:], axis=-1),
+                          VALID_FLOOR * np.linalg.norm(ref[b, 0]))
+        err = np.linalg.norm(new[b] - ref[b, 1:], axis=-1) / size
         cross = ~(err <= VALID_TOLERANCE)
         out["valid"].append(int(t[np.argmax(cross)]) if cross.any() else None)
     for k, fn in invariants.items():  # up to the escape
@@ -252,7 +334,7 @@ def test_streaming_equals_the_whole_rollout_for_a_point_model(key):
     model, system, data, N = TinyShear(2, key=key()), HarmonicOscillator(), oscillator_data(), 333
     task = model.task()
     lh = long_horizon(model, task, data.states, horizon=N, invariants=system.invariants,
-                      bound=1.0, system=system, integrator=GaussLegendre6(), dt=DT,
+                      system=system, integrator=GaussLegendre6(), dt=DT,
                       keep_states=True, chunk=7)  # many chunks, the last one partly beyond N
     expected = direct(model, system, data, N, system.invariants)
     assert any(v is not None for v in expected["valid"])  # a crossing to compare
@@ -277,7 +359,7 @@ def test_streaming_equals_the_whole_rollout_for_a_transformer(key):
     model, system, data, N = TinyWindow(2, key=key()), HarmonicOscillator(), oscillator_data(), 200
     task = model.task(seq_length=4, prediction_window=3)
     lh = long_horizon(model, task, data.states, horizon=N, invariants=system.invariants,
-                      bound=1.0, system=system, integrator=GaussLegendre6(), dt=DT,
+                      system=system, integrator=GaussLegendre6(), dt=DT,
                       keep_states=True, chunk=10)
     expected = direct(model, system, data, N, system.invariants, n_init=4, prediction_window=3)
     check_against_direct(lh, expected, ["energy"])
@@ -331,8 +413,11 @@ def test_evaluate_without_a_system_measures_a_learned_energy(key):
     roll = jnp.asarray(result.long_horizon.states)
     np.testing.assert_allclose(roll[:, :11], result.rollout, rtol=0, atol=1e-13)
     H = np.asarray(jax.vmap(jax.vmap(hnn.hamiltonian))(roll))
-    delta = (H[:, 1:] - H[:, :1]) / np.max(np.abs(H[:, 0]))
+    # over the learned energy's range on the data (its constant is arbitrary)
+    span = np.ptp(np.asarray(jax.vmap(jax.vmap(hnn.hamiltonian))(data.states)))
+    delta = (H[:, 1:] - H[:, :1]) / span
     np.testing.assert_allclose(inv["max_drift"], np.max(np.abs(delta), axis=1), rtol=1e-8)
+    assert inv["scale"] == pytest.approx(span, rel=1e-12)
     assert 0 < max(inv["max_drift"]) < 1e-2  # the implicit midpoint rule: O(h²), bounded
     assert result.long_horizon.drift["learned_energy"].shape == (2, len(result.long_horizon.steps))
 
@@ -351,7 +436,7 @@ def test_report_draws_the_long_horizon_panel(tmp_path):
 
 
 def test_option_checks():
-    data = oscillator_data()
+    data = symmetric_data()
     with pytest.raises(ValueError, match="horizon must be"):
         gl.evaluate(LinearMap(), HarmonicOscillator(), data, horizon=0)
     with pytest.raises(ValueError, match="method must be one of"):
@@ -394,11 +479,13 @@ def test_command_line_horizon_and_escape_warning(tmp_path, capsys):
     lh = metrics["long_horizon"]
     _, held_out, _ = cli.for_system("pendulum", gl.systems.Pendulum())
     states = np.asarray(held_out.states, dtype=np.float64)
-    bound = np.max(np.linalg.norm(states, axis=-1))
-    expected = first_escape(np.linalg.norm(states[0, 0]), 1.01, bound=bound)
+    centre = states.reshape(-1, 2).mean(axis=0)
+    bound = np.max(np.linalg.norm(states - centre, axis=-1))
+    distance = np.linalg.norm(1.01 ** np.arange(601)[:, None] * states[0, 0] - centre, axis=-1)
+    expected = int(np.argmax(distance > ESCAPE_FACTOR * bound))
     assert lh["horizon"] == 600 and lh["escape_step"] == [expected]
-    assert (f"warning: 1 of 1 rollouts escaped (state not finite or norm > "
-            f"{gl.evaluation.fmt(lh['escape_bound'])}") in text
+    assert (f"warning: 1 of 1 rollouts escaped (state not finite or farther than "
+            f"{gl.evaluation.fmt(lh['escape_bound'])} from the data's mean") in text
     assert f"within 600 steps; first at step {expected}" in text
     assert cli.main(["evaluate", str(tmp_path), "--horizon", "0"]) == 0
     assert "long_horizon" not in json.loads((tmp_path / "metrics.json").read_text())

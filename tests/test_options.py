@@ -16,7 +16,8 @@ import geomlearn as gl
 from geomlearn import _progress
 from geomlearn.io import _migrations
 from geomlearn.layers import _position_signal, _vp_attention
-from geomlearn.models import _discrete_gradient, _latent
+from geomlearn.models import _discrete_gradient
+from geomlearn.reduction import _latent
 
 from _helpers import concrete_overrides
 

@@ -117,15 +117,15 @@ def test_the_command_line_trains_position_last_under_lm_only(tmp_path):
     standard transformer, from the start."""
     argv = ["train", "--system", "parametric_pendulum", "--model", "symplectic-transformer",
             "--positional-encoding", "--epochs", "4", "--horizon", "0"]
-    assert cli.main(argv + ["--out", str(tmp_path / "lm")]) == 0
+    assert cli.main(argv + ["--out", str(tmp_path / "lm")]) in (0, 4)  # 4: too short to learn
     assert strict_json(tmp_path / "lm" / "history.json")["plain_epochs"] == 2
     assert "position-last" in strict_json(tmp_path / "lm" / "run.json")["trainer"]
-    assert cli.main(argv + ["--trainer", "adam", "--out", str(tmp_path / "adam")]) == 0
+    assert cli.main(argv + ["--trainer", "adam", "--out", str(tmp_path / "adam")]) in (0, 4)  # 4: too short to learn
     assert "plain_epochs" not in strict_json(tmp_path / "adam" / "history.json")
     assert "position-last" not in strict_json(tmp_path / "adam" / "run.json")["trainer"]
     # the standard transformer trains its gains from the start (measured: position-last
     # took most of its gain on the driven pendulum)
     tf = ["train", "--system", "parametric_pendulum", "--model", "transformer",
           "--positional-encoding", "--epochs", "2", "--horizon", "0", "--out", str(tmp_path / "tf")]
-    assert cli.main(tf) == 0
+    assert cli.main(tf) in (0, 4)  # 4: too short to learn
     assert "plain_epochs" not in strict_json(tmp_path / "tf" / "history.json")

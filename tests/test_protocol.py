@@ -236,10 +236,11 @@ def test_structure_is_declared_once_per_class(key):
     changes it."""
     from geomlearn.structures import STRUCTURE_NAMES
 
-    for name in gl.models.__all__:
-        cls = getattr(gl.models, name)
-        if isinstance(cls, type) and issubclass(cls, gl.AbstractModel) and not name.startswith("Abstract"):
-            assert cls.structure in STRUCTURE_NAMES, name
+    for module in (gl.models, gl.reduction):
+        for name in module.__all__:
+            cls = getattr(module, name)
+            if isinstance(cls, type) and issubclass(cls, gl.AbstractModel) and not name.startswith("Abstract"):
+                assert cls.structure in STRUCTURE_NAMES, name
     wrapped = gl.models.multistep.MultiStep(gl.ResNet(2, width=2, depth=1, key=key()), 2)
     assert wrapped.structure == "none" and wrapped.dim == 2
 

@@ -454,3 +454,34 @@ def test_the_reduced_vector_field_never_forms_the_decoder_jacobian(toda_data, ke
 
     assert (40, 2) not in shapes("vector_field") and (2, 40) not in shapes("vector_field")
     assert (40, 2) in shapes("projected_vector_field")
+
+
+def test_the_architecture_tool_gives_each_module_of_the_wing_its_layer():
+    """`geomlearn/reduction/` holds modules of three layers: the architecture tool reads a
+    module's layer from the longest prefix of its name, so a foundation module of the wing
+    importing one of its models is flagged, and the reverse is not."""
+    import ast
+    import importlib.util
+    import pathlib
+    import sys
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "tools" / "architecture.py"
+    spec = importlib.util.spec_from_file_location("_architecture_of_the_wing", path)
+    arch = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = arch
+    spec.loader.exec_module(arch)
+    names = ("", "._psd", "._reduced_system", "._lift", "._latent", "._autoencoder",
+             "._integrators", "._evaluation", "._training")
+    assert [arch.layer_of(f"geomlearn.reduction{n}") for n in names] == [3, 1, 1, 1, 3, 3, 3, 4, 4]
+
+    def linked(sources):
+        modules = {n: arch.Module(n, pathlib.Path(n.replace(".", "/") + ".py"), ast.parse(s),
+                                  1, False, text=s) for n, s in sources.items()}
+        for mod in modules.values():
+            for node, local in arch._walk_imports(mod.tree):
+                mod.imports += [(t, node.lineno, local) for t in arch.resolve(mod, node, modules)]
+        return modules
+
+    up = linked({"geomlearn.reduction._psd": "from ._autoencoder import SymplecticAutoencoder\n",
+                 "geomlearn.reduction._autoencoder": "from ._psd import PSD\n"})
+    assert [row.split(":")[0] for row in arch.against_layering(up)] == ["geomlearn.reduction._psd"]

@@ -160,6 +160,47 @@ def test_iterate_errors(key):
         gl.iterate(lambda z: z, jnp.ones(2), 5)
 
 
+class NaNBelow(AbstractFeedForwardIntegrator):
+    """z ↦ 1.1 z, NaN once q exceeds 1: a rollout that fails at a known step."""
+
+    structure: ClassVar[str] = "none"
+    dim: int = eqx.field(static=True)
+
+    def __init__(self, dim=2, *, key=None, dtype=None):
+        self.dim = dim
+
+    def __call__(self, z, h=None):
+        return jnp.where(z[0] > 1.0, jnp.nan, 1.1) * z
+
+
+def test_a_failed_rollout_names_the_trajectory_and_the_step_in_one_line(key):
+    # trajectory 1 leaves q <= 1 first: 0.5 · 1.1^8 > 1, so its state 9 is NaN
+    starts = jnp.array([[0.3, 0.0], [0.5, 0.1], [0.4, 0.0]])
+    with pytest.raises(gl.rollout.RolloutError) as info:
+        gl.iterate(NaNBelow(), starts, 20)
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 400
+    assert "trajectory 1" in message and "step 9" in message and "not finite" in message
+    assert "float64" in message and "smaller step" in message and "different model" in message
+    assert message.count("; try ") == 1  # the advice once, not the solver's and the rollout's
+    assert (info.value.trajectory, info.value.step) == (1, 9)
+    with pytest.raises(gl.rollout.RolloutError, match="rollout of the trajectory failed at step 9"):
+        gl.iterate(NaNBelow(), starts[1], 20)
+    assert gl.iterate(NaNBelow(), starts, 9).shape == (3, 9, 2)  # all finite up to step 8
+    # an implicit solve that does not converge: its cause, in the same one line
+    steep = jax.tree_util.tree_map(
+        lambda a: a * 20.0 if a.ndim == 2 else a,
+        gl.HamiltonianNeuralNetwork(2, width=8, depth=1, key=key()))
+    with pytest.raises(gl.rollout.RolloutError) as info:
+        gl.iterate(steep, jnp.array([[0.4, -0.3], [0.1, 0.2]]), 3, dt=2.0)
+    message = str(info.value)
+    assert "\n" not in message and "trajectory 0" in message and "step 1" in message
+    assert "did not converge" in message and "float64" in message
+    # under a transformation the model's own run-time check stands
+    traced = jax.jit(lambda z: gl.iterate(NaNBelow(), z, 20))(starts)
+    assert bool(jnp.isnan(traced[1, 9:]).all()) and bool(jnp.isfinite(traced[:, :9]).all())
+
+
 @pytest.mark.slow
 def test_gsympnet_energy_stays_bounded_where_resnet_drifts():
     """Trained on the SympNets pendulum data (40 pairs), rolled out for 10⁴ steps.

@@ -261,6 +261,91 @@ def test_stalls_at_the_minimum():
     assert all(float(p[k]) == float(exact[k]) for k in exact)
 
 
+def _nearly_insensitive_problem(dtype=jnp.float64):
+    """A line fitted to `sin(2x) + 1/2` plus two parameters a network's switched-off unit
+    has: `u`, whose column of J is 1e-6 of the others' (its diag(JᵀJ) ~ 1e-12 of the
+    largest) while the residual is curved in it (`10 u² cos 3x`), and `v`, which does
+    not enter the residual (a zero column)."""
+    x = jnp.linspace(-1.0, 1.0, 30, dtype=dtype)
+    y = jnp.sin(2.0 * x) + 0.5
+
+    def residual(p, xi, yi):
+        u = p["u"]
+        bump = (1e-6 * u + 10.0 * u**2 + 0.0 * p["v"]) * jnp.cos(3.0 * xi)
+        return jnp.reshape(p["a"] * xi + p["b"] - yi + bump, (1,))
+
+    params = {k: jnp.zeros((), dtype) for k in ("a", "b", "u", "v")}
+    X = np.stack([np.asarray(x), np.ones(30)], axis=1)
+    line = np.linalg.lstsq(X, np.asarray(y), rcond=None)[0]
+    return params, residual, x, y, float(np.sum((X @ line - np.asarray(y)) ** 2))
+
+
+def _until_stalled(lm, params, residual, x, y, n=60):
+    """Iterations until `lm.patience` consecutive stalls (`geomlearn.fit`'s rule) or `n`:
+    the infos of each."""
+    p, s, infos, stalls = params, lm.init(params), [], 0
+    step = jax.jit(lambda p, s: lm.step(p, s, residual, x, y))
+    while len(infos) < n and stalls < lm.patience:
+        p, s, info = step(p, s)
+        infos.append(info)
+        stalls = stalls + 1 if bool(info.stalled) else 0
+    return p, infos
+
+
+def test_a_nearly_insensitive_parameter_neither_blocks_nor_stalls_the_fit():
+    # before: D = diag(A) + 1e-12 max diag(A) hardly damped u, every trial of the first
+    # three iterations stepped far along it and was rejected, and patience = 3 stopped
+    # the fit there, at the starting loss
+    params, residual, x, y, S_min = _nearly_insensitive_problem()
+    lm = LevenbergMarquardt()
+    p, infos = _until_stalled(lm, params, residual, x, y)
+    assert bool(infos[0].accepted)  # the guarded scaling: the first trial already helps
+    S0 = float(infos[0].loss)
+    assert float(infos[-1].new_loss) < 1.001 * S_min < 0.05 * S0
+    # the floor set as low as before: the first iterations fail, but at a λ far below
+    # max_damping with steps far above round-off: not a stall, and the fit goes on
+    weak = LevenbergMarquardt(scaling_floor=1e-15)
+    p, infos = _until_stalled(weak, params, residual, x, y)
+    first = infos[: weak.patience]
+    assert not any(bool(i.accepted) for i in first)
+    assert not any(bool(i.stalled) for i in first)
+    assert all(float(i.damping) < weak.max_damping for i in first)
+    assert float(infos[-1].new_loss) < 1.001 * S_min
+    # at the minimum it does stall, and stops
+    assert all(bool(i.stalled) for i in infos[-weak.patience:]) and len(infos) < 60
+    with pytest.raises(ValueError, match="scaling_floor"):
+        LevenbergMarquardt(scaling_floor=0.0)
+    with pytest.raises(ValueError, match="scaling_keep"):
+        LevenbergMarquardt(scaling_keep=2.0)
+
+
+def test_the_scaling_is_the_running_maximum_of_the_diagonal():
+    params, residual, x, y, _ = _nearly_insensitive_problem()
+    lm = LevenbergMarquardt()
+    state = lm.init(params)
+    assert state.scaling.shape == (4,) and not np.any(np.asarray(state.scaling))
+    p, state1, _ = lm.step(params, state, residual, x, y)
+    A, _, _ = normal_equations(residual, params, x, y)
+    np.testing.assert_allclose(np.asarray(state1.scaling), np.diag(np.asarray(A)), rtol=1e-12)
+    # a larger diagonal of an earlier iteration is kept: the maximum, entry by entry
+    larger = LMState(*state1[:4], scaling=2.0 * state1.scaling)
+    _, state2, _ = lm.step(p, larger, residual, x, y)
+    A1, _, _ = normal_equations(residual, p, x, y)
+    expected = np.maximum(np.asarray(larger.scaling), np.diag(np.asarray(A1)))
+    np.testing.assert_allclose(np.asarray(state2.scaling), expected, rtol=1e-12)
+    assert np.any(np.asarray(larger.scaling) > np.diag(np.asarray(A1)))  # some entry kept
+    assert GaussNewton().init(params).scaling is None
+    assert LevenbergMarquardt(marquardt_scaling=False).init(params).scaling is None
+    # a column that has faded (a switched-off unit) keeps a share of its largest earlier
+    # entry, so its trial step stays bounded; one that was never larger gets the floor
+    A, g = jnp.diag(jnp.array([1.0, 0.0])), jnp.array([0.0, 1e-6])
+    faded = lm._trial_solver(A, g, jnp.array([1.0, 1.0]), jnp.float64)(1.0, 1.0)
+    assert float(faded[1]) == pytest.approx(-1e-6 / (lm.scaling_keep + 1e-12), rel=1e-12)
+    never = lm._trial_solver(A, g, jnp.array([1.0, 0.0]), jnp.float64)(1.0, 1.0)
+    assert float(never[1]) == pytest.approx(-1e-6 / (lm.scaling_floor + 1e-12), rel=1e-12)
+    assert abs(float(never[1])) > 1e5 * abs(float(faded[1]))
+
+
 def test_one_failed_iteration_raises_the_damping_by_at_most_max_growth():
     # before: a failed iteration of 10 trials raised λ by increase**10 ≈ 1e6, and
     # recovering took ~13 accepted iterations; now by at most max_growth

@@ -9,12 +9,18 @@ The layering (imports only point down; within a layer, any acyclic import is all
 
     0  leaf helpers       geomlearn/_*.py
     1  foundations        geometry, manifolds, systems, integrators, data, datasets,
-                          second_order, reduction, cotangent_lift
+                          second_order, reduction._psd, reduction._reduced_system,
+                          reduction._lift
     2  layers             geomlearn/layers/
-    3  models             geomlearn/models/
-    4  pipeline           rollout, evaluation, training, io
+    3  models             geomlearn/models/, reduction._latent, reduction._autoencoder,
+                          reduction._integrators, reduction (its package), cotangent_lift
+    4  pipeline           rollout, evaluation, training, io, reduction._evaluation,
+                          reduction._training
     5  plotting           plotting
     6  command line       cli/  (the only place allowed function-local imports)
+
+A module's layer is that of the longest prefix of its name in `LAYERS`: the reduction
+wing (`geomlearn/reduction/`) keeps a feature's modules together across the layers.
 
 The package façade `geomlearn/__init__.py` sits above all of them.
 
@@ -39,12 +45,18 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 
 LAYERS = {
     "geometry": 1, "manifolds": 1, "systems": 1, "integrators": 1, "data": 1,
-    "datasets": 1, "second_order": 1, "reduction": 1, "cotangent_lift": 1, "structures": 1,
+    "datasets": 1, "second_order": 1, "structures": 1,
     "layers": 2,
     "models": 3,
     "rollout": 4, "evaluation": 4, "training": 4, "io": 4,
     "plotting": 5,
     "cli": 6,
+    # The reduction wing spans layers: each of its modules has its own, and the package
+    # (which re-exports its reductions and models) sits at the top of what it imports.
+    "reduction._psd": 1, "reduction._reduced_system": 1, "reduction._lift": 1,
+    "reduction._latent": 3, "reduction._autoencoder": 3, "reduction._integrators": 3,
+    "reduction._evaluation": 4, "reduction._training": 4,
+    "reduction": 3, "cotangent_lift": 3,
 }
 LAYER_NAMES = {0: "leaf helpers", 1: "foundations", 2: "layers", 3: "models",
                4: "pipeline", 5: "plotting", 6: "command line", 7: "facade"}
@@ -66,15 +78,19 @@ def module_name(path: Path) -> str:
 
 
 def layer_of(module: str) -> int:
+    """The layer of a package module: that of the longest dotted prefix of its name (below
+    the package) in `LAYERS` (`reduction._psd` before `reduction`); 0 for a leaf helper
+    (`geomlearn._…`), 7 for the façade."""
     parts = module.split(".")
     if len(parts) == 1:
         return 7  # the façade
-    top = parts[1]
-    if top.startswith("_"):
+    if parts[1].startswith("_"):
         return 0
-    if top not in LAYERS:
-        raise KeyError(f"{module}: no layer assigned; add {top!r} to LAYERS")
-    return LAYERS[top]
+    for end in range(len(parts), 1, -1):
+        key = ".".join(parts[1:end])
+        if key in LAYERS:
+            return LAYERS[key]
+    raise KeyError(f"{module}: no layer assigned; add {parts[1]!r} to LAYERS")
 
 
 @dataclass

@@ -68,7 +68,7 @@ from ._plans import (
 )
 from ._recipes import DEFAULT_DT, DEFAULT_STEPS, RECIPES, for_system
 from ._registry import MODELS, ModelSpec, register_model, resolve_model, spec_of
-from ._runs import RUN_FILES, run_folder
+from ._runs import NOT_TRAINED, RUN_FILES, run_folder
 from ._trainer_choice import choose_trainer
 
 __all__ = [
@@ -109,6 +109,7 @@ __all__ = [
     "for_system",
     "DEFAULT_DT",
     "DEFAULT_STEPS",
+    "NOT_TRAINED",
     "RUN_FILES",
     "run_folder",
 ]

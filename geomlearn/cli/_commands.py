@@ -1,4 +1,5 @@
-"""The commands `train`, `evaluate`, `check` and `list`; each returns an exit status."""
+"""The commands `train` and `evaluate`; each returns an exit status (`check` and `list`:
+`geomlearn.cli._inspect`)."""
 
 from __future__ import annotations
 
@@ -8,22 +9,29 @@ import time
 import warnings
 
 import jax
-import jax.numpy as jnp
 
 from .._files import write_json
 from .._format import fmt
 from ..evaluation import escape_warning
 from ..io import encode_config, save
-from ..systems import SYSTEMS, AbstractPortHamiltonianSystem, resolve_system
+from ..second_order import AbstractDampedLeastSquares
+from ..systems import SYSTEMS, resolve_system
 from ..training import TrainingInterrupted
 from ._errors import CLIError, user
 from ._options import DEFAULT_HORIZON, DEFAULT_SEQ_LENGTH, TrainOptions
 from ._own_data import check_model_fits, from_file, held_out_of_run, split_file
 from ._recipes import for_system, phase_space
-from ._registry import MODELS, resolve_model, spec_of
-from ._runs import MODEL_FILE, load_run, read_run_json, run_folder
+from ._registry import resolve_model, spec_of
+from ._runs import NOT_TRAINED, MODEL_FILE, how_it_ended, learned, load_run, read_run_json, run_folder
 
-__all__ = ["DEFAULT_SEQ_LENGTH", "DEFAULT_HORIZON", "train", "evaluate", "check", "NOTHING_TO_CHECK", "list_all", "model_by_name", "system_by_name"]
+__all__ = ["DEFAULT_SEQ_LENGTH", "DEFAULT_HORIZON", "train", "evaluate", "NOT_TRAINED",
+           "model_by_name", "system_by_name"]
+
+#: What `evaluate` keeps of a run's `metrics.json`: what only its training knew.
+_TRAINING_METRICS = ("training_seconds", "epochs", "stop_reason", "final_loss", "final_val_loss",
+                     "start_loss", "identity_loss", "identity_loss_note", "trained",
+                     "not_trained_reason",
+                     "budget_ended_run", "loss_still_falling", "loss_recent_decrease")
 
 
 def _horizon(horizon) -> dict:
@@ -140,10 +148,45 @@ def _fit(spec, model, train_data, val, system, **options):
     return model, history, time.perf_counter() - started, interrupted
 
 
+def _baselines(spec, model, held_out, fit_options) -> tuple:
+    """`(start, identity, why)`: the model's loss before training and the identity map's
+    on the samples the run's loss is measured on (`AbstractPlan.start_loss`,
+    `identity_loss`), `None` where there is none or it could not be computed, and why."""
+    try:
+        start = spec.plan.start_loss(model, held_out, fit_options=fit_options)
+    except (ValueError, TypeError):
+        start = None
+    try:
+        return (start, *spec.plan.identity_loss(model, held_out, fit_options=fit_options))
+    except (ValueError, TypeError) as e:
+        return start, None, f"not computed: {e}"
+
+
+def _verdict(metrics, history, baselines, unit) -> list[tuple[str, str]]:
+    """Whether the run learned (`learned`), into `metrics`; the summary's rows: the final
+    losses beside the identity map's and the loss before training, and the verdict."""
+    start, identity, note = baselines
+    reason = learned(history, start=start, identity=identity, unit=unit)
+    metrics.update(trained=reason is None, start_loss=start, identity_loss=identity)
+    if identity is None:
+        metrics["identity_loss_note"] = note
+    if reason is not None:
+        metrics["not_trained_reason"] = reason
+    losses = (f"training {fmt(metrics['final_loss'])}   validation "
+              f"{fmt(metrics['final_val_loss'])}   identity map {fmt(identity)}   before "
+              f"training {fmt(start)}")
+    rows = [("final loss", losses)]
+    if identity is None:
+        rows.append(("identity map", f"no comparison: {note}"))
+    return rows + [("learned", "yes" if reason is None else f"NOT TRAINED: {reason}")]
+
+
 def _finish(out, *, spec, model, system, held_out, fit_options, run, history, how, fit_seconds,
-            started, on, horizon) -> None:
+            started, on, horizon, limits, baselines) -> int:
     """Evaluate the trained model (against `system`, or `None` for a user's file; `on`
-    names the data), write `metrics.json` and the report, print a summary."""
+    names the data), write `metrics.json` and the report, print a summary; the exit
+    status (`NOT_TRAINED` when the model did not learn: `learned`). `limits` is
+    `(epochs, time_budget, unit)` of the run's budget, `baselines` `_baselines`'."""
     result = spec.evaluate(model, system, held_out, **fit_options, **horizon)
     metrics = dict(result, training_seconds=fit_seconds, epochs=len(history["epoch"]),
                    stop_reason=history.get("stop_reason"),
@@ -151,22 +194,29 @@ def _finish(out, *, spec, model, system, held_out, fit_options, run, history, ho
                    final_val_loss=history["val_loss"][-1] if history["val_loss"] else None)
     if history.get("kept_epoch") is not None:  # a plan that keeps an earlier iterate (LiftPlan)
         metrics.update(kept_epoch=history["kept_epoch"], kept_score=history["kept_score"])
+    epochs, budget, unit = limits
+    ended, entries = how_it_ended(history, epochs=epochs, time_budget=budget, unit=unit)
+    metrics.update(entries)
+    verdict = _verdict(metrics, history, baselines, unit)
     write_json(out / "metrics.json", metrics)
     wrote = [MODEL_FILE, "run.json", "history.json", "metrics.json"]
     if spec.report(out / "report.png", run=run, history=history, evaluation=result):
         wrote.append("report.png")
-    extra = [("trainer", how), ("epochs", f"{metrics['epochs']} in {fit_seconds:.3g} s"),
-             ("final loss", f"training {fmt(metrics['final_loss'])}   validation "
-                            f"{fmt(metrics['final_val_loss'])}")]
+    extra = [("trainer", how), (unit, f"{metrics['epochs']} in {fit_seconds:.3g} s; {ended}"),
+             *verdict]
     if "kept_epoch" in metrics:
         extra.append(("kept", f"epoch {metrics['kept_epoch']}: latent rollout error "
                               f"{fmt(metrics['kept_score'])} on the {history['kept_score_on']}"))
     print(result.summary(title=f"{spec.cls.__name__} on {on}", extra=extra))
     _warn_if_escaped(result)
-    if (metrics["final_loss"] or 0) > 0.1:
-        print(f"  note: the training loss is still {fmt(metrics['final_loss'])}: the model has not "
-              "converged (too few epochs, or a poor local minimum) — try more --epochs or another --seed")
+    if entries["budget_ended_run"] and entries["loss_still_falling"]:
+        print("  note: the budget ended training while the loss was still falling — more "
+              "--epochs or a longer --time-budget may lower it")
+    if not metrics["trained"]:
+        print(f"  not trained: {metrics['not_trained_reason']}; the files are written, but "
+              f"this model is not a result (exit status {NOT_TRAINED})")
     print(f"  wrote {out}/ ({', '.join(wrote)}) in {time.perf_counter() - started:.1f} s")
+    return 0 if metrics["trained"] else NOT_TRAINED
 
 
 def _source(options: TrainOptions, key):
@@ -208,6 +258,7 @@ def train(args) -> int:
                       description=description)
     run.update(record)
     write_json(out / "run.json", run)
+    baselines = _baselines(spec, model, held_out, fit_options)  # before Ctrl-C is deferred
     print(f"geomlearn train: {spec.cls.__name__} ({model.structure}) on {on} — "
           f"{description}; trainer: {how}", file=sys.stderr)
     model, history, fit_seconds, interrupted = _fit(
@@ -221,10 +272,12 @@ def train(args) -> int:
               f"trained so far to {out}/", file=sys.stderr)
         return 130
     against = system if system is None else _evaluated_against(system_name, system)
-    _finish(out, spec=spec, model=model, system=against, held_out=held_out, fit_options=fit_options,
-            run=run, history=history, how=how, fit_seconds=fit_seconds, started=started, on=on,
-            horizon=_horizon(options.horizon))
-    return 0
+    unit = "iterations" if isinstance(optimizer, AbstractDampedLeastSquares) else "epochs"
+    return _finish(out, spec=spec, model=model, system=against, held_out=held_out,
+                   fit_options=fit_options, run=run, history=history, how=how,
+                   fit_seconds=fit_seconds, started=started, on=on,
+                   horizon=_horizon(options.horizon), limits=(epochs, budget, unit),
+                   baselines=baselines)
 
 
 # ------------------------------------------------------------ evaluate, check, list
@@ -251,91 +304,15 @@ def evaluate(args) -> int:
     metrics = dict(result)
     if (out / "metrics.json").exists():
         previous = read_run_json(out / "metrics.json")
-        metrics.update({k: previous[k] for k in ("training_seconds", "epochs", "stop_reason",
-                                                 "final_loss", "final_val_loss") if k in previous})
+        metrics.update({k: previous[k] for k in _TRAINING_METRICS if k in previous})
     write_json(out / "metrics.json", metrics)
     if history is not None:
         spec.report(out / "report.png", run=run, history=history, evaluation=result)
     on = metrics["system"] or run.get("system") or pathlib.Path(run["data_file"]["path"]).name
     print(result.summary(title=f"{metrics['model']} on {on} ({out})", metrics=metrics))
     _warn_if_escaped(result)
-    return 0
-
-
-#: The exit status of `geomlearn check` on a model whose iterated map claims no structure.
-NOTHING_TO_CHECK = 3
-
-
-def _check_task(model, options: TrainOptions, dt):
-    """The task of `geomlearn check` (the run's window, if any); `CLIError` when the model
-    needs a time step that neither its file nor `--dt` gives."""
-    T = getattr(model, "seq_length", None) or options.seq_length or DEFAULT_SEQ_LENGTH
-    shape_options = {"seq_length": T} if hasattr(model, "seq_length") else {}
-    task = user(model.task, **shape_options, prediction_window=options.prediction_window,
-                data_dt=dt)
-    try:
-        model.rollout_task(model.state_shape(task), prediction_window=task.prediction_window,
-                           dt=task.dt)
-    except ValueError as e:
-        raise CLIError(f"{e}; its file does not store one (saved before models stored their "
-                       "time step): pass it with --dt") from None
-    return task
-
-
-def check(args) -> int:
-    """`geomlearn check`: the structure residuals of a saved model at random points (exit
-    status 1 when a claimed structure fails, `NOTHING_TO_CHECK` = 3 when the model's
-    iterated map claims no structure)."""
-    if args.points < 1:
-        raise CLIError(f"--points must be at least 1, got {args.points}")
-    dt = getattr(args, "dt", None)
-    if dt is not None and not dt > 0:
-        raise CLIError(f"--dt must be a number > 0, got {dt}")
-    out, model, run = load_run(args.dir, need_run=False)
-    task = _check_task(model, user(TrainOptions.from_run, run),
-                       dt if dt is not None else getattr(model, "dt", None))
-    name = f"{type(model).__name__} ({out})"
-    shape = model.state_shape(task)
-    points = jax.random.normal(jax.random.PRNGKey(0), (args.points, *shape), dtype=jnp.float64)
-    result = spec_of(model).check(model, points, prediction_window=task.prediction_window, dt=task.dt)
-    claimed = getattr(result, "claimed", None)  # an integrator's check: which residuals it claims
-    if claimed is not None and not any(claimed(r) for r in result.residuals):
-        print(f"{name}: no structure claimed; nothing to verify (exit status {NOTHING_TO_CHECK})")
-        return NOTHING_TO_CHECK
-    print(f"points: {args.points} draws of shape {shape} from the standard normal "
-          "distribution N(0, I) (float64, key PRNGKey(0))"
-          + (f"; dt = {task.dt}" if task.dt is not None else ""))
-    print(result.report(title=name))
-    return 0 if result.passed else 1
-
-
-def _fits(spec, name, system) -> bool:
-    """Whether `geomlearn train --system name --model spec` would build (`_system_and_spec`)."""
-    shape = phase_space(name, system)
-    if shape is system:
-        return spec.incompatibility(system) is None
-    try:
-        check_model_fits(spec, shape, name)
-    except CLIError:
-        return False
-    return True
-
-
-def list_all(args) -> int:
-    """`geomlearn list`: the systems and models, and which structure each preserves."""
-    systems = {name: cls() for name, cls in SYSTEMS.items()}
-    lines = ["systems:"]
-    for name, s in systems.items():
-        kind = ("canonical" if s.canonical else "damped/driven, port-Hamiltonian"
-                if isinstance(s, AbstractPortHamiltonianSystem) else "non-canonical, volume-preserving")
-        shape = phase_space(name, s)
-        rows = "" if shape is s else f" (trained on its {', '.join(shape.labels)} rows)"
-        lines.append(f"  {name:<22} dim {s.dim}{rows}  {kind}; invariants: "
-                     f"{', '.join(s.invariants) or 'none'}")
-    lines.append("models:")
-    for name, spec in MODELS.items():
-        fits = [s for s, system in systems.items() if _fits(spec, s, system)]
-        lines.append(f"  {name:<31} {spec.cls.__name__:<28} preserves: {spec.structure:<10}  "
-                     f"systems: {', '.join(fits)}")
-    print("\n".join(lines))
+    if metrics.get("trained") is False:
+        print(f"  not trained: {metrics.get('not_trained_reason')}; this model is not a result "
+              f"(exit status {NOT_TRAINED})")
+        return NOT_TRAINED
     return 0

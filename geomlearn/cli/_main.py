@@ -12,7 +12,8 @@ import jax
 
 from .._files import read_json
 from .._version import __version__
-from ._commands import check, evaluate, list_all, train
+from ._commands import evaluate, train
+from ._inspect import check, list_all
 from ._errors import CLIError
 from ._options import TrainOptions, horizon_argument, train_arguments
 from ._predict import predict, predict_arguments
@@ -45,7 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="geomlearn", description="Train, evaluate and check structure-preserving neural integrators.",
         epilog="exit status: 0 success, 1 a failed check or training, 2 a usage error, 3 a check "
-               "of a model that claims no structure (nothing to verify), 130 interrupted")
+               "of a model that claims no structure (nothing to verify), 4 train or evaluate: "
+               "trained but did not learn (\"not trained\" in the summary and metrics.json; "
+               "all files written), 5 predict: some trajectories failed (all written, with "
+               "their status), 130 interrupted")
     p.add_argument("--version", action="version", version=f"geomlearn {__version__}")
     sub = p.add_subparsers(dest="command", metavar="{train,predict,evaluate,check,list}")
     train_arguments(sub_parser("train", "train a model on a system's data or your own file, evaluate it, write a report"))

@@ -192,7 +192,9 @@ def train_arguments(t) -> None:
     source.add_argument("--data", default=None, metavar="PATH",
                         help="train on your own trajectories: a .npz or .csv file (see docs: Your own data)")
     t.add_argument("--q-columns", nargs="+", default=None, metavar="NAME",
-                   help="with --data: the position columns, in order, with --p-columns (default: every column but trajectory and t, in file order, q columns first)")
+                   help="with --data: the position columns, in order, with --p-columns (default: "
+                        "the columns but trajectory and t, read by name, positions first; see "
+                        "docs: Your own data)")
     t.add_argument("--p-columns", nargs="+", default=None, metavar="NAME",
                    help="with --data: the momentum columns, in order, with --q-columns")
     t.add_argument("--val-fraction", type=float, default=0.2,

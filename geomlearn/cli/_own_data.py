@@ -12,16 +12,18 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import pathlib
+import sys
+import warnings
 
 import jax
 
-from ..data import TrajectoryData
+from ..data import ColumnLayout, ColumnWarning, TrajectoryData, file_columns, layout_of
 from ._errors import CLIError
 from ._options import TrainOptions, column_names
 
-__all__ = ["DataFile", "OwnData", "file_record", "read_trajectories", "state_names",
-           "check_model_fits", "check_lengths", "split_by_trajectory", "from_file", "split_file",
-           "held_out_of_run"]
+__all__ = ["DataFile", "OwnData", "file_record", "read_trajectories", "read_as_run",
+           "state_names", "check_model_fits", "check_lengths", "split_by_trajectory",
+           "from_file", "split_file", "held_out_of_run"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -38,13 +40,15 @@ class DataFile:
 @dataclasses.dataclass(frozen=True)
 class OwnData:
     """A trajectory file ready for training: `shape`, the `train` and `held_out` data, a
-    one-line `description`, and `record` (what `run.json` keeps about the file)."""
+    one-line `description`, `record` (what `run.json` keeps about the file) and the
+    `layout` of its state columns (`None`: an `.npz` that names none)."""
 
     shape: DataFile
     train: TrajectoryData
     held_out: TrajectoryData
     description: str
     record: dict
+    layout: ColumnLayout | None = None
 
 
 def _one_line(error: Exception) -> str:
@@ -62,18 +66,42 @@ def file_record(path) -> dict:
 
 
 def _list(names):
-    return None if names is None else list(names)
+    return None if names is None else list(column_names(names) or ())
 
 
 def read_trajectories(path, *, q_columns=None, p_columns=None) -> TrajectoryData:
     """`TrajectoryData.read(path, ...)`, with any error of the file as a one-line `CLIError`
-    naming it."""
+    naming it; the reader's `ColumnWarning`s are the caller's to report (`from_file`)."""
     try:
-        return TrajectoryData.read(path, q_columns=_list(column_names(q_columns)),
-                                   p_columns=_list(column_names(p_columns)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ColumnWarning)
+            return TrajectoryData.read(path, q_columns=_list(q_columns),
+                                       p_columns=_list(p_columns))
     except (ValueError, TypeError, OSError, KeyError) as e:
         message = _one_line(e)
         raise CLIError(message if str(path) in message else f"{path}: {message}") from None
+
+
+def read_as_run(path, labels, *, q_columns=None, p_columns=None, flag: str = "") -> TrajectoryData:
+    """The trajectories of `path` with the state columns of a run, by name: the columns
+    `labels` (the run's state, in its order; others ignored) of a file that names its
+    columns, or `q_columns`/`p_columns` when given; by position for a file without names
+    or a run without `labels`. `CLIError` naming the expected and the received columns
+    when the file lacks one; `flag` prefixes messages (`--from-data`)."""
+    if q_columns is not None or p_columns is not None or not labels:
+        return read_trajectories(path, q_columns=q_columns, p_columns=p_columns)
+    try:
+        names = file_columns(path)
+    except (ValueError, OSError):
+        names = None  # reading the file reports what is wrong with it
+    if names is None:
+        return read_trajectories(path)
+    missing = [n for n in labels if n not in names]
+    if missing:
+        raise CLIError(f"{flag + ' ' if flag else ''}{path}: no column {missing[0]!r}: the run's "
+                       f"state is {', '.join(labels)}, the file has {', '.join(names)} (name "
+                       "them with --q-columns/--p-columns)")
+    return read_trajectories(path, q_columns=list(labels), p_columns=())
 
 
 def state_names(data, dim: int) -> tuple[str, ...]:
@@ -142,6 +170,14 @@ def split_by_trajectory(data: TrajectoryData, val_fraction: float, *, seed: int,
     return train, held_out, how
 
 
+def _layout(path, options: TrainOptions) -> ColumnLayout | None:
+    """The layout of the state columns that `read_trajectories` read from `path`."""
+    try:
+        return layout_of(path, _list(options.q_columns), _list(options.p_columns))
+    except ValueError as e:  # not reached: reading the file raised it first
+        raise CLIError(_one_line(e)) from None
+
+
 def from_file(options: TrainOptions, spec) -> OwnData:
     """The data of `geomlearn train --data PATH` for the model `spec`, read and checked
     (all of it in `train`; `split_file` splits it once the model is built); nothing is
@@ -155,12 +191,13 @@ def from_file(options: TrainOptions, spec) -> OwnData:
     check_model_fits(spec, shape, source)
     if data.n_trajectories < 2:  # before building a model
         split_by_trajectory(data, options.val_fraction, seed=options.seed, source=source)
-    return OwnData(shape, data, None, "", {})
+    return OwnData(shape, data, None, "", {}, _layout(source, options))
 
 
 def split_file(options: TrainOptions, own: OwnData, fit_options: dict) -> OwnData:
     """`own` split by whole trajectories, after checking that every trajectory is long
-    enough for the model's samples (`fit_options`)."""
+    enough for the model's samples (`fit_options`); a warning line on stderr names the
+    columns left out of the state as invariants."""
     data, source = own.train, pathlib.Path(options.data)
     check_lengths(data, fit_options, source)
     train, held_out, how = split_by_trajectory(data, options.val_fraction, seed=options.seed,
@@ -168,15 +205,22 @@ def split_file(options: TrainOptions, own: OwnData, fit_options: dict) -> OwnDat
     record = {"data_file": file_record(source), "val_fraction": options.val_fraction,
               "q_columns": _list(options.q_columns), "p_columns": _list(options.p_columns),
               "dt": data.dt}
+    layout = own.layout
+    columns = layout.describe() if layout is not None else "state by position (no column names)"
     description = (f"{source.name}: {data.n_trajectories} trajectories of dimension {data.dim}, "
-                   f"dt={data.dt:g}; {how}")
-    return OwnData(own.shape, train, held_out, description, record)
+                   f"dt={data.dt:g}; {columns}; {how}")
+    if layout is not None and layout.left_out:
+        record["left_out_columns"] = list(layout.left_out)
+        print(f"geomlearn: warning: {source.name}: the columns {', '.join(layout.left_out)} look "
+              "like invariants, not state components: left out of the state (name them with "
+              "--q-columns/--p-columns to use them)", file=sys.stderr)
+    return OwnData(own.shape, train, held_out, description, record, layout)
 
 
 def held_out_of_run(run: dict, options: TrainOptions) -> TrajectoryData:
     """The held-out trajectories of a run trained with `--data` (`run.json` and its
-    `options`): the file read and split again as at training; `CLIError` when it is
-    missing or its SHA-256 has changed."""
+    `options`): the file read with the run's state columns (`read_as_run`) and split
+    again as at training; `CLIError` when it is missing or its SHA-256 has changed."""
     recorded = run["data_file"]
     path = pathlib.Path(recorded.get("path", ""))
     if not path.is_file():
@@ -184,5 +228,6 @@ def held_out_of_run(run: dict, options: TrainOptions) -> TrajectoryData:
     if file_record(path)["sha256"] != recorded.get("sha256"):
         raise CLIError(f"the run's data file {path} has changed since training (its SHA-256 "
                        "differs from the one in run.json)")
-    data = read_trajectories(path, q_columns=options.q_columns, p_columns=options.p_columns)
+    data = read_as_run(path, run.get("labels"), q_columns=options.q_columns,
+                       p_columns=options.p_columns)
     return split_by_trajectory(data, options.val_fraction, seed=options.seed, source=path)[1]

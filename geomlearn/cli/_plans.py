@@ -4,7 +4,9 @@ r"""How the command line builds and trains a model: the `arguments` and `plan` p
 `arguments` says how the constructor is called for data of dimension `dim`
 (`build`). `plan` says how the built model is prepared from the training data
 (`prepare`), which trainer it gets (`trainer`: `(optimizer, epochs, time_budget,
-description)`) and how it is fitted (`fit`: `(model, history)`).
+description)`), how it is fitted (`fit`: `(model, history)`) and what its loss is
+compared with (`start_loss`: the untrained model's; `identity_loss`: the do-nothing
+predictor's).
 """
 
 from __future__ import annotations
@@ -12,15 +14,17 @@ from __future__ import annotations
 import abc
 import dataclasses
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
 
 from ..manifolds import riemannian_adam
-from ..models import initialize_from_psd
+from ..models import Snapshots, StepResiduals
+from ..reduction import initialize_from_psd
 from ..training import KeepBest, fit, fit_position_last, trains_position_last
 from ._policy import AbstractPolicy
-from ._trainer_choice import choose_trainer
+from ._trainer_choice import budget_text, choose_trainer
 
 __all__ = ["AbstractArguments", "StateDimension", "DegreesOfFreedom", "ForcingWhenOdd",
            "LatentStride", "AbstractPlan", "IntegratorPlan", "ReductionPlan", "LiftPlan"]
@@ -104,6 +108,28 @@ class AbstractPlan(AbstractPolicy):
         """`(model, history)`: the trained model; `system` is the built-in system of the
         data, `None` for a user's file; `options` go to `geomlearn.fit`."""
 
+    def start_loss(self, model, data, *, fit_options: dict) -> float:
+        r"""The relative loss $\|\hat Y - Y\|_F / \|Y\|_F$ of `model` as it is, before
+        training, on its samples of `data` (the loss `fit` reports for validation data):
+        what the run starts from; `inf` where a prediction is not finite."""
+        x, y, task = model.training_samples(data, model.task(**fit_options), what="val_data")
+        loss = float(_relative_loss(model, x, y, task))
+        return loss if loss == loss else float("inf")
+
+    @abc.abstractmethod
+    def identity_loss(self, model, data, *, fit_options: dict) -> tuple[float | None, str]:
+        """`(loss, why)`: the loss of the do-nothing predictor on the samples of `data`
+        that the run's own loss is measured on, or `None` and why there is none (a
+        model whose loss is not a prediction of later states)."""
+
+
+@eqx.filter_jit
+def _relative_loss(model, x, y, task):
+    r"""$\|\hat Y - Y\|_F / \|Y\|_F$ of `model.predict` against `model.target` on samples."""
+    guess = jax.vmap(lambda s: model.predict(s, task))(x)
+    target = jax.vmap(lambda s: model.target(s, task))(y)
+    return jnp.linalg.norm(guess - target) / jnp.linalg.norm(target)
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class IntegratorPlan(AbstractPlan):
@@ -146,6 +172,25 @@ class IntegratorPlan(AbstractPlan):
             return fit_position_last(model, data, **options)
         return fit(model, data, **options)
 
+    def identity_loss(self, model, data, *, fit_options):
+        r"""The relative loss $\|\hat Y - Y\|_F / \|Y\|_F$ of the identity map on the
+        model's samples of `data`: each predicted state is the one its sample starts
+        from ($z_{t+1} = z_t$; a window model's rows are those `pw` steps earlier, the
+        window unchanged). `None` for samples whose targets are time derivatives or the
+        input itself (nothing for the identity map to predict)."""
+        x, y, task = model.training_samples(data, model.task(**fit_options), what="val_data")
+        form = task.samples
+        if form.derivatives:
+            return None, (f"its {form.name} samples' targets are time derivatives, which "
+                          "the identity map does not predict")
+        if isinstance(form, Snapshots):
+            return None, "it reconstructs its input, which the identity map does exactly"
+        if isinstance(form, StepResiduals):  # the input is the pair (z_t, z_{t+1})
+            x = x[:, 0]
+        target = jax.vmap(lambda s: model.target(s, task))(y)
+        guess = jax.vmap(lambda s: model.target(s, task))(x)
+        return float(jnp.linalg.norm(guess - target) / jnp.linalg.norm(target)), ""
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ReductionPlan(AbstractPlan):
@@ -176,17 +221,20 @@ class ReductionPlan(AbstractPlan):
         schedule = optax.cosine_decay_schedule(self.learning_rate, steps, alpha=1e-2)
         return riemannian_adam(schedule), epochs, time_budget, (
             f"Riemannian Adam, cosine learning rate {self.learning_rate:g} → "
-            f"{self.learning_rate * 1e-2:g}, {epochs} epochs, started from the centred PSD "
-            "(per-block loss weights)")
+            f"{self.learning_rate * 1e-2:g}, {budget_text(epochs, time_budget, 'epochs')}, "
+            "started from the centred PSD (per-block loss weights)")
 
     def fit(self, model, data, *, system=None, **options):
         return fit(model, data, **options)
+
+    def identity_loss(self, model, data, *, fit_options):
+        return None, "a reduction: its loss is a reconstruction's, which the identity map does exactly"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LiftPlan(AbstractPlan):
     r"""A learned integrator on the codes of a manifold cotangent lift
-    (`geomlearn.models.LiftedIntegrator`).
+    (`geomlearn.reduction.LiftedIntegrator`).
 
     `prepare` fits the lift to all training states in closed form (no training); `fit`
     trains the latent network alone on the pairs of codes `stride` steps apart and, for
@@ -233,6 +281,10 @@ class LiftPlan(AbstractPlan):
 
     def _reduced_samples(self, model) -> int:
         return self.reduced_samples if model.reduced_dim > 2 else 0
+
+    def identity_loss(self, model, data, *, fit_options):
+        return None, ("a reduction: its loss is the latent network's on codes, and the iterate "
+                      "kept is the one whose rollout scores best")
 
     def fit(self, model, data, *, system=None, val_data=None, key, **options):
         x, y = model.training_samples(data, model.task())[:2]

@@ -4,19 +4,22 @@ The initial states come from a trajectory file (`--from-data`: each trajectory's
 state, or its first `T` states for a transformer) or from a table of states
 (`--initial`: a `.csv` whose rows are states — grouped into windows by an optional
 `trajectory` column — with an optional `t` column, or an `.npz` with `states` `(B, d)` or
-`(B, T, d)` and optional start times `t`). All rollouts are one compiled, batched call
-(`geomlearn.models` rollout, vectorised over the initial states). The output has the
-formats `geomlearn.TrajectoryData.read` reads, chosen by the suffix of `--out`: `.csv`
-(`trajectory`, `t`, then the state columns) or `.npz` (`traj_i`, `t_i`); its time column
-continues from each initial state's time with the run's time step. It is written
-atomically, and only after everything has been checked and computed.
+`(B, T, d)`, optional start times `t` and state names `columns`). Columns are read by
+name against the run's state (`run.json`'s `labels`), in any order. All rollouts are one
+compiled, batched call (`geomlearn.models` rollout, vectorised over the initial states).
+The output has the formats `geomlearn.TrajectoryData.read` reads, chosen by the suffix of
+`--out`: `.csv` (`trajectory`, `t`, then the state columns) or `.npz` (`traj_i`, `t_i`);
+its time column continues from each initial state's time with the run's time step.
+
+Every rollout is kept: one that fails (a step of the model cannot be taken, or its state
+is not finite) is written up to its last finite state, and `<out>.status.json` gives the
+status of each (`status_record`); the exit status is 0 when all succeeded and
+`SOME_FAILED` (5) otherwise. Files are written atomically, with the mode `train` uses.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import os
 import pathlib
 import re
 import sys
@@ -26,162 +29,154 @@ import time
 import equinox as eqx
 import numpy as np
 
-from .._files import check_writable
+from .._files import check_writable, write_atomic, write_json
 from ..data import TrajectoryData
 from ..models._base import model_rollout
 from ._errors import CLIError, user
 from ._options import TrainOptions
-from ._own_data import read_trajectories, state_names
+from ._own_data import state_names
+from ._predict_input import OUT_SUFFIXES, Starts, read_initial
 from ._runs import load_run, read_run_json
 
-__all__ = ["predict", "predict_arguments", "Starts", "read_initial", "write_trajectories"]
+__all__ = ["predict", "predict_arguments", "Starts", "Outcome", "read_initial",
+           "write_trajectories", "roll_out", "status_path", "status_record",
+           "SOME_FAILED"]
 
-OUT_SUFFIXES = (".csv", ".npz")
+#: The exit status of `geomlearn predict` when some rollouts failed (all are written).
+SOME_FAILED = 5
 
 
 @dataclasses.dataclass(frozen=True)
-class Starts:
-    """Initial states of rollouts: `states` `(B, n, d)` (the first `n` states of each),
-    `times` `(B,)` (the time of each first state) and `labels` (a name per rollout)."""
+class Outcome:
+    """One rollout: its `states` `(n, d)` up to the last finite one, its `status` (`"ok"`;
+    `"non-finite"`: a state overflowed; `"failed"`: a step of the model could not be
+    taken), and for a failure the `step` that failed and the `reason`."""
 
     states: np.ndarray
-    times: np.ndarray
-    labels: tuple
+    status: str = "ok"
+    step: int | None = None
+    reason: str | None = None
 
 
 def predict_arguments(p) -> None:
     """The options of `geomlearn predict`."""
     p.add_argument("dir", metavar="RUN", help="a folder written by geomlearn train")
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--initial", metavar="PATH", help="a .csv of states (rows; an optional "
-                        "trajectory column groups a transformer's T rows, an optional t column "
-                        "gives the start time) or an .npz with states (B, d) or (B, T, d)")
+    source.add_argument("--initial", metavar="PATH", help="a .csv of states (rows; columns "
+                        "named as the run's state, in any order; an optional trajectory column "
+                        "groups a transformer's T rows, an optional t column gives the start "
+                        "time) or an .npz with states (B, d) or (B, T, d) (and optionally columns)")
     source.add_argument("--from-data", metavar="PATH", help="a trajectory file (.npz or .csv, as "
                         "for train --data): start from each trajectory's first state(s)")
     p.add_argument("--steps", type=int, required=True, help="steps to predict after the initial state(s)")
-    p.add_argument("--out", required=True, metavar="FILE", help="the output file, .csv or .npz")
-    p.add_argument("--q-columns", nargs="+", default=None, metavar="NAME", help="as for train --data")
+    p.add_argument("--out", required=True, metavar="FILE", help="the output file, .csv or .npz "
+                   "(and FILE.status.json: the status of each rollout)")
+    p.add_argument("--q-columns", nargs="+", default=None, metavar="NAME",
+                   help="the position columns, in order, with --p-columns (default: the run's "
+                        "state columns by name)")
     p.add_argument("--p-columns", nargs="+", default=None, metavar="NAME", help="as for train --data")
 
 
 # ----------------------------------------------------------------------- reading
 
 
-def _csv_rows(path: pathlib.Path):
-    """`(header, rows)` of a CSV file with a header (blank lines skipped)."""
-    with open(path, newline="") as f:
-        rows = [r for r in csv.reader(f) if r and any(c.strip() for c in r)]
-    if not rows:
-        raise CLIError(f"--initial {path}: the file is empty (expected a header and rows of states)")
-    if len(rows) < 2:
-        raise CLIError(f"--initial {path}: a header but no states")
-    return [h.strip() for h in rows[0]], rows[1:]
+# ----------------------------------------------------------------------- rolling out
 
 
-def _state_columns(path, header, named):
-    """Indices of the state columns: the named ones, or every column but `trajectory`/`t`."""
-    lower = [h.lower() for h in header]
-    if named:
-        missing = [n for n in named if n not in header]
-        if missing:
-            raise CLIError(f"--initial {path}: no column {missing[0]!r} (columns: {', '.join(header)})")
-        return [header.index(n) for n in named]
-    return [i for i, h in enumerate(lower) if h not in ("trajectory", "t")]
+def _stopped(e: Exception) -> str:
+    """The message of a failed runtime check, in one line."""
+    found = re.search(r"EquinoxRuntimeError: (.*)", str(e))
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    return found.group(1).strip() if found else lines[0] if lines else "a runtime check failed"
 
 
-def _initial_from_csv(path, n_init: int, named) -> Starts:
-    header, rows = _csv_rows(path)
-    lower = [h.lower() for h in header]
-    label_col = lower.index("trajectory") if "trajectory" in lower else None
-    t_col = lower.index("t") if "t" in lower else None
-    cols = _state_columns(path, header, named)
-    groups: dict = {}
-    for line, row in enumerate(rows, start=2):
-        if len(row) != len(header):
-            raise CLIError(f"--initial {path}: line {line} has {len(row)} fields, the header {len(header)}")
+def _finite(states: np.ndarray, n_init: int) -> Outcome:
+    """`states` `(N, d)` up to the last finite one."""
+    bad = np.flatnonzero(~np.isfinite(states.reshape(states.shape[0], -1)).all(axis=1))
+    if not bad.size:
+        return Outcome(states)
+    k = int(bad[0])
+    step = k - n_init + 1
+    return Outcome(states[:k], "non-finite", step, f"the state is not finite at step {step}")
+
+
+def _alone(model, z0, first, n_points: int, task) -> Outcome:
+    r"""The rollout of one initial state `z0` (`first`: its `n_init` states): whole, or up
+    to the last step the model could take, found by bisection on the number of points."""
+    n_init = first.shape[0]
+    try:
+        return _finite(np.asarray(model_rollout(model, z0, n_points, task, batched=False)), n_init)
+    except eqx.EquinoxRuntimeError as e:
+        reason = _stopped(e)
+    good, lo, hi = first, n_init, n_points
+    while hi - lo > 1:  # a rollout of lo points succeeds, one of hi points fails
+        mid = (lo + hi) // 2
         try:
-            values = [float(row[i]) for i in cols] + [float(row[t_col]) if t_col is not None else 0.0]
-        except ValueError:
-            raise CLIError(f"--initial {path}: line {line} has a field that is not a number") from None
-        if not np.all(np.isfinite(values)):
-            raise CLIError(f"--initial {path}: line {line} has a non-finite value")
-        label = row[label_col].strip() if label_col is not None else str(line - 2)
-        groups.setdefault(label, []).append(values)
-    short = [k for k, v in groups.items() if len(v) < n_init]
-    if short:
-        raise CLIError(f"--initial {path}: trajectory {short[0]!r} has {len(groups[short[0]])} "
-                       f"state(s); the run's model starts from {n_init} consecutive states"
-                       + ("" if label_col is not None else " (add a trajectory column to group rows)"))
-    table = np.asarray([v[:n_init] for v in groups.values()], dtype=np.float64)
-    return Starts(table[:, :, :-1], table[:, 0, -1], tuple(groups))
+            good, lo = np.asarray(model_rollout(model, z0, mid, task, batched=False)), mid
+        except eqx.EquinoxRuntimeError:
+            hi = mid
+    outcome = _finite(good, n_init)
+    if outcome.status != "ok":
+        return outcome
+    step = lo - n_init + 1
+    return Outcome(good, "failed", step, f"step {step} failed: {reason}")
 
 
-def _initial_from_npz(path, n_init: int) -> Starts:
-    with np.load(path, allow_pickle=False) as archive:
-        if "states" not in archive.files:
-            raise CLIError(f"--initial {path}: no array 'states' (found {sorted(archive.files)}); "
-                           "use --from-data for a trajectory file")
-        states = np.asarray(archive["states"], dtype=np.float64)
-        times = np.asarray(archive["t"], dtype=np.float64) if "t" in archive.files else None
-    states = states[None] if states.ndim == 1 else states
-    states = states[:, None] if states.ndim == 2 else states
-    if states.ndim != 3 or states.shape[1] < n_init or states.shape[0] < 1:
-        raise CLIError(f"--initial {path}: states has shape {states.shape}; expected (B, d), or "
-                       f"(B, T, d) with T >= {n_init} for this run's model")
-    if not np.all(np.isfinite(states)):
-        raise CLIError(f"--initial {path}: states has a non-finite value")
-    times = np.zeros(states.shape[0]) if times is None else np.broadcast_to(times, states.shape[:1])
-    return Starts(states[:, :n_init], np.array(times), tuple(range(states.shape[0])))
-
-
-def _initial_from_data(path, n_init: int, args) -> Starts:
-    data = read_trajectories(path, q_columns=args.q_columns, p_columns=args.p_columns)
-    arrays = [np.asarray(a) for a in data.trajectories]
-    for name, a in zip(data.names, arrays):
-        if a.shape[0] < n_init:
-            raise CLIError(f"--from-data {path}: trajectory {name!r} has {a.shape[0]} states; "
-                           f"the run's model starts from {n_init} consecutive states")
-    states = np.stack([a[:n_init] for a in arrays]).astype(np.float64)
-    return Starts(states, data.t0, tuple(data.names))
-
-
-def read_initial(args, n_init: int) -> Starts:
-    """The initial states that `--initial` or `--from-data` name (`CLIError` for a missing
-    file, an unknown format, or states that cannot start the model)."""
-    path = pathlib.Path(args.initial if args.initial is not None else args.from_data)
-    flag = "--initial" if args.initial is not None else "--from-data"
-    if not path.is_file():
-        raise CLIError(f"{flag} {path}: no such file")
-    if path.suffix.lower() not in OUT_SUFFIXES:
-        raise CLIError(f"{flag} {path}: expected a .csv or .npz file, got {path.suffix or 'no suffix'!r}")
-    if args.from_data is not None:
-        return _initial_from_data(path, n_init, args)
-    if path.suffix.lower() == ".csv":
-        named = [c for part in (args.q_columns or []) + (args.p_columns or []) for c in part.split(",") if c]
-        return _initial_from_csv(path, n_init, named)
-    return user(_initial_from_npz, path, n_init)
+def roll_out(model, initial, first, n_points: int, task) -> list[Outcome]:
+    """The `Outcome` of each rollout of `initial` (`first`: the `n_init` first states of
+    each): one batched call; when a runtime check fails in it, each rollout alone, so
+    that one failure does not lose the others."""
+    n_init = first.shape[1]
+    try:
+        batch = np.asarray(user(model_rollout, model, initial, n_points, task, batched=True))
+        return [_finite(z, n_init) for z in batch]
+    except eqx.EquinoxRuntimeError:
+        pass
+    return [_alone(model, initial[i], first[i], n_points, task) for i in range(len(first))]
 
 
 # ----------------------------------------------------------------------- writing
 
 
 def write_trajectories(path, trajectories, *, start_times, dt: float, labels, names) -> pathlib.Path:
-    r"""Write trajectories `(B, N, d)` to `path` with `TrajectoryData.write` (`.csv` or
+    r"""Write trajectories (each `(N_i, d)`) to `path` with `TrajectoryData.write` (`.csv` or
     `.npz` by its suffix): trajectory `i`, named `labels[i]`, at times
-    $t_i + k\,\Delta t$, $k = 0 \dots N - 1$, state columns `names`. Atomic: a temporary
-    file in the same folder, renamed over `path`."""
+    $t_i + k\,\Delta t$, $k = 0 \dots N_i - 1$, state columns `names`. Atomic, with the
+    mode of every file a run writes (`geomlearn._files.write_atomic`)."""
     path = pathlib.Path(path)
-    data = TrajectoryData.from_arrays(list(np.asarray(trajectories)), dt, t0=start_times,
+    data = TrajectoryData.from_arrays([np.asarray(z) for z in trajectories], dt, t0=start_times,
                                       labels=tuple(names), names=tuple(str(n) for n in labels))
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
-    os.close(fd)
-    try:
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.stem}.") as folder:
+        tmp = pathlib.Path(folder) / f"prediction{path.suffix}"
         data.write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
+        write_atomic(path, tmp.read_bytes())
     return path
+
+
+def status_path(out) -> pathlib.Path:
+    """The status file of the prediction `out`: `<out>.status.json`."""
+    out = pathlib.Path(out)
+    return out.with_name(out.name + ".status.json")
+
+
+def status_record(outcomes, starts: Starts, *, n_init: int, steps: int, dt: float, out) -> dict:
+    """What `<out>.status.json` holds: per rollout its `trajectory` name, `status`,
+    `states` written and `steps` predicted, whether it is `in_file` (a trajectory of at
+    least 2 states), and for a failure the `step` that failed, the `reason`, the
+    `last_state` and its time `last_t`; the counts `succeeded` and `failed`."""
+    rows = []
+    for outcome, label, t0 in zip(outcomes, starts.labels, starts.times):
+        n = outcome.states.shape[0]
+        row = {"trajectory": str(label), "status": outcome.status, "states": n,
+               "steps": n - n_init, "in_file": n >= 2}
+        if outcome.status != "ok":
+            row.update(step=outcome.step, reason=outcome.reason,
+                       last_state=np.asarray(outcome.states[-1], np.float64).tolist(),
+                       last_t=float(t0 + dt * (n - 1)))
+        rows.append(row)
+    failed = sum(o.status != "ok" for o in outcomes)
+    return {"prediction": pathlib.Path(out).name, "steps": steps, "dt": dt,
+            "succeeded": len(outcomes) - failed, "failed": failed, "trajectories": rows}
 
 
 # ----------------------------------------------------------------------- the command
@@ -200,6 +195,7 @@ def _checked_out(out) -> pathlib.Path:
     path = pathlib.Path(out)
     if path.suffix.lower() not in OUT_SUFFIXES:
         raise CLIError(f"--out {out}: expected a file ending in .csv or .npz")
+    user(check_writable, status_path(path), what="status file")
     return user(check_writable, path, what="output file")
 
 
@@ -213,14 +209,47 @@ def _task(model, options: TrainOptions, dt):
         raise CLIError(f"cannot roll out {type(model).__name__}: {e}") from None
 
 
+def _run_labels(run, dim: int):
+    """The run's state column names (`run.json`'s `labels`), or `None` when it records
+    none of the model's dimension."""
+    labels = tuple(str(n) for n in run.get("labels") or ())
+    return labels if len(labels) == dim else None
+
+
 def _failed(why: str) -> int:
     """Exit status 1: the prediction itself failed (nothing written)."""
     print(f"geomlearn: prediction failed: {why}; nothing written", file=sys.stderr)
     return 1
 
 
+def _report(out, outcomes, starts: Starts, *, n_init, args, dt, names, headline) -> int:
+    """Write every rollout of at least 2 states and the status file; print the summary;
+    the exit status (0, `SOME_FAILED`, or 1 when no rollout got past its first state)."""
+    kept = [i for i, o in enumerate(outcomes) if o.states.shape[0] >= 2]
+    failed = [(starts.labels[i], o) for i, o in enumerate(outcomes) if o.status != "ok"]
+    if not kept:
+        label, outcome = failed[0]
+        return _failed(f"no rollout got past its initial state (initial state {label!r}: "
+                       f"{outcome.reason})")
+    write_trajectories(out, [outcomes[i].states for i in kept], start_times=starts.times[kept],
+                       dt=dt, labels=[starts.labels[i] for i in kept], names=names)
+    status = write_json(status_path(out), status_record(
+        outcomes, starts, n_init=n_init, steps=args.steps, dt=dt, out=out))
+    verdict = ("all succeeded" if not failed else
+               f"{len(outcomes) - len(failed)} succeeded, {len(failed)} failed")
+    print(f"{headline}; {verdict}; wrote {out} and {status.name}")
+    if not failed:
+        return 0
+    listed = "; ".join(f"{label!r}: {o.reason}" for label, o in failed[:3])
+    print(f"geomlearn: {len(failed)} of {len(outcomes)} rollouts failed, each written up to its "
+          f"last finite state (statuses in {status.name}): {listed}"
+          + ("; …" if len(failed) > 3 else ""), file=sys.stderr)
+    return SOME_FAILED
+
+
 def predict(args) -> int:
-    """`geomlearn predict`: the trajectories of a run's model from given initial states."""
+    """`geomlearn predict`: the trajectories of a run's model from given initial states;
+    exit status 0 when every rollout succeeded, `SOME_FAILED` when some failed."""
     if args.steps < 1:
         raise CLIError(f"--steps must be at least 1, got {args.steps}")
     out = _checked_out(args.out)
@@ -228,28 +257,17 @@ def predict(args) -> int:
     options = user(TrainOptions.from_run, run)
     dt = _run_dt(folder, run)
     task, n_init, shape = _task(model, options, dt)
-    starts = read_initial(args, n_init)
+    expected = _run_labels(run, model.dim)
+    starts = read_initial(args, n_init, expected)
     d = starts.states.shape[-1]
     if d != model.dim:
         raise CLIError(f"the initial states have {d} components, but the run's {type(model).__name__} "
                        f"takes states of dimension {model.dim}")
-    initial = starts.states.astype(run.get("dtype") or ("float64" if options.x64 else "float32"))
-    initial = initial[:, 0] if len(shape) == 1 else initial
+    first = starts.states.astype(run.get("dtype") or ("float64" if options.x64 else "float32"))
+    initial = first[:, 0] if len(shape) == 1 else first
     started = time.perf_counter()
-    try:
-        rollout = np.asarray(user(model_rollout, model, initial, n_init + args.steps, task,
-                                  batched=True))
-    except eqx.EquinoxRuntimeError as e:  # e.g. an implicit step of a learned field that diverged
-        found = re.search(r"EquinoxRuntimeError: (.*)", str(e))
-        return _failed(f"the rollout stopped: {found.group(1) if found else 'a runtime check failed'}")
-    seconds = time.perf_counter() - started
-    bad = np.argwhere(~np.isfinite(rollout))
-    if bad.size:
-        i, k = int(bad[0][0]), int(bad[0][1])
-        return _failed(f"the rollout of initial state {starts.labels[i]!r} is not finite at step {k}")
-    names = tuple(run.get("labels") or ()) or state_names(None, d)
-    names = names if len(names) == d else state_names(None, d)
-    write_trajectories(out, rollout, start_times=starts.times, dt=dt, labels=starts.labels, names=names)
-    print(f"geomlearn predict: {type(model).__name__}, {rollout.shape[0]} rollouts of {args.steps} "
-          f"steps (dt={dt:g}) in {seconds:.3g} s; wrote {out}")
-    return 0
+    outcomes = roll_out(model, initial, first, n_init + args.steps, task)
+    headline = (f"geomlearn predict: {type(model).__name__}, {len(outcomes)} rollouts of "
+                f"{args.steps} steps (dt={dt:g}) in {time.perf_counter() - started:.3g} s")
+    return _report(out, outcomes, starts, n_init=n_init, args=args, dt=dt,
+                   names=expected or state_names(None, d), headline=headline)

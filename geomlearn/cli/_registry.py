@@ -12,7 +12,7 @@ command never asks what kind of model it holds.
 
 from __future__ import annotations
 
-from .. import models
+from .. import models, reduction
 from ._compatibility import (
     Canonical,
     EvenDimensional,
@@ -130,12 +130,12 @@ for _spec in (
     # `symplectic-autoencoder-network` trains the SymplecticAutoencoder network
     # (Riemannian Adam: plain Adam would break the decoder's symplectic-immersion
     # property), whose reduced dynamics do not follow the data.
-    ModelSpec(name="symplectic-autoencoder", cls=models.LiftedIntegrator, defaults=_LIFT, **_LIFTED),
-    ModelSpec(name="cotangent-lift", cls=models.LiftedIntegrator, defaults=_LIFT, **_LIFTED),
-    ModelSpec(name="symplectic-autoencoder-network", cls=models.SymplecticAutoencoder,
+    ModelSpec(name="symplectic-autoencoder", cls=reduction.LiftedIntegrator, defaults=_LIFT, **_LIFTED),
+    ModelSpec(name="cotangent-lift", cls=reduction.LiftedIntegrator, defaults=_LIFT, **_LIFTED),
+    ModelSpec(name="symplectic-autoencoder-network", cls=reduction.SymplecticAutoencoder,
               defaults={"reduced_dim": 2, "width": 16}, compatibility=Canonical(),
               plan=ReductionPlan(), evaluation=ReductionEvaluation()),
-    ModelSpec(name="reduced-integrator", cls=models.ReducedIntegrator,
+    ModelSpec(name="reduced-integrator", cls=reduction.ReducedIntegrator,
               defaults={"reduced_dim": 2, "integrator": "gsympnet", "n_layers": 4, "width": 16,
                         "train_autoencoder": True}, compatibility=Canonical()),
 ):

@@ -13,29 +13,33 @@ __all__ = ["choose_trainer"]
 _LM_MAX_PARAMS = 2000
 
 
-def _length(epochs, time_budget, what: str) -> str:
-    """How long a run is planned: epochs, a time budget, or both."""
+def budget_text(epochs, time_budget, what: str) -> str:
+    """The budget rule of a run in words: at most `epochs` `what` and at most
+    `time_budget` seconds, whichever comes first (`None`: no limit of that kind)."""
     if epochs is None:
         return f"as many {what} as {time_budget:g} s allow"
-    return f"{epochs} {what}" + ("" if time_budget is None else f" or {time_budget:g} s")
+    count = f"{epochs} {what[:-1] if epochs == 1 else what}"
+    if time_budget is None:
+        return f"at most {count} (no time limit)"
+    return f"at most {count} and {time_budget:g} s, whichever comes first"
 
 
 def _levenberg_marquardt(n_params, n_samples, on_manifold, epochs, time_budget):
-    if epochs is None and time_budget is None:
-        epochs, time_budget = 500, 150.0
+    epochs = 500 if epochs is None else epochs
+    time_budget = 150.0 if time_budget is None else time_budget
     solver = LevenbergMarquardt(subset=4096 if n_samples > 4096 else None,
                                 max_params=max(_LM_MAX_PARAMS, n_params))
     return solver, epochs, time_budget, (
-        f"Levenberg–Marquardt ({n_params} parameters), up to "
-        f"{_length(epochs, time_budget, 'iterations')}, stopping when it stalls")
+        f"Levenberg–Marquardt ({n_params} parameters), "
+        f"{budget_text(epochs, time_budget, 'iterations')}, or until it stalls")
 
 
 def _adam(n_params, n_samples, on_manifold, epochs, time_budget):
-    if epochs is None and time_budget is None:
+    if epochs is None:
         epochs = 3000 if n_samples <= 512 else 100
     adam = "Riemannian Adam" if on_manifold else "Adam"
     return None, epochs, time_budget, (
-        f"{adam} ({n_params} parameters), {_length(epochs, time_budget, 'epochs')}")
+        f"{adam} ({n_params} parameters), {budget_text(epochs, time_budget, 'epochs')}")
 
 
 def _auto(n_params, n_samples, on_manifold, epochs, time_budget):
@@ -54,14 +58,17 @@ def choose_trainer(model, n_samples: int, *, trainer: str = "auto", epochs=None,
     Structure-preserving integrators are small networks fitted to redundant data — a
     small nonlinear least-squares problem — so `trainer="auto"` picks
     Levenberg–Marquardt (`geomlearn.LevenbergMarquardt`; a random subset of 4096 samples
-    per iteration on larger data sets; up to 500 iterations or 150 s) for models with at
-    most 2000 parameters and no manifold parameters, and the default Adam of `fit` (3000
-    full-batch epochs on up to 512 samples, else 100 epochs; Riemannian on manifold
-    parameters) otherwise. `trainer="lm"` or `"adam"` forces one; `epochs` and
-    `time_budget` override the defaults, and a `time_budget` alone is a plan: `epochs`
-    is then `None` and `fit` trains for as many epochs as the budget allows (and
-    Levenberg–Marquardt stops earlier when it stalls). `optimizer` is `None` for the
-    default Adam.
+    per iteration on larger data sets) for models with at most 2000 parameters and no
+    manifold parameters, and the default Adam of `fit` (Riemannian on manifold
+    parameters) otherwise. `trainer="lm"` or `"adam"` forces one. `optimizer` is `None`
+    for the default Adam.
+
+    **The budget rule:** at most `epochs` epochs (Levenberg–Marquardt: iterations) and
+    at most `time_budget` seconds, whichever comes first (Levenberg–Marquardt stops
+    earlier when it stalls). Each that is `None` takes the trainer's default:
+    Levenberg–Marquardt 500 iterations and 150 s; Adam 3000 full-batch epochs on up to
+    512 samples, else 100, and no time limit. `--epochs` sets the first, `--time-budget`
+    the second.
     """
     n_params = count_parameters(model)
     if not (isinstance(trainer, str) and trainer in _TRAINERS):

@@ -9,12 +9,14 @@ for CSV the line) and what was expected.
 
 - `states` `(N, T, d)` and `dt` (what `TrajectoryData.save` writes), or
 - `traj_0, traj_1, …` each `(T_i, d)`, and `dt` (a scalar) or `t_0, t_1, …` (the
-  times of each trajectory); optional `t0` `(N,)` start times, `columns` `(d,)` and
-  `trajectories` `(N,)` names (strings), `format_version`.
+  times of each trajectory; with `dt` too, they must agree); optional `t0` `(N,)` start
+  times, `columns` `(d,)` and `trajectories` `(N,)` names (strings), `format_version`.
 
 **`.csv`** — a header, then one row per state: a `trajectory` column (any label), a `t`
-column and the state columns, `q` columns first, then `p`; the rows of a trajectory in
-time order.
+column and the state columns; the rows of a trajectory in time order.
+
+The state columns (of a CSV file, or named by an `.npz`'s `columns`) are read by name,
+positions first (`geomlearn.data._columns`).
 
 The time step must be the same, to a relative $10^{-6}$, between all consecutive rows of
 all trajectories of a file.
@@ -30,8 +32,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._columns import NOT_STATE, column_layout, warn_layout
+
 __all__ = ["Parts", "read_parts", "write_npz", "write_csv", "save_states", "load_states",
-           "step_of", "state_columns", "FORMAT_VERSION", "STEP_RTOL"]
+           "step_of", "state_columns", "file_columns", "layout_of", "FORMAT_VERSION",
+           "STEP_RTOL"]
 
 FORMAT_VERSION = 1
 #: Relative tolerance on the uniformity of the time step within a file.
@@ -133,18 +138,39 @@ def _npz_ragged(archive, where):
                              "(one row per state)")
         arrays.append(a)
     times = [f"t_{i}" for i in range(len(keys))]
-    if "dt" in files:
-        return arrays, float(archive["dt"]), _start_times(archive, len(keys), where)
-    if not all(t in files for t in times):
+    given = [i for i, t in enumerate(times) if t in files]
+    if "dt" not in files and len(given) < len(times):
         absent = next(t for t in times if t not in files)
         raise ValueError(f"{where}needs 'dt' (a scalar) or a time array per trajectory; "
                          f"{absent} is missing")
-    for i, t in enumerate(times):
-        if archive[t].shape != (arrays[i].shape[0],):
-            raise ValueError(f"{where}{t} has shape {archive[t].shape}; expected "
+    for i in given:
+        if archive[times[i]].shape != (arrays[i].shape[0],):
+            raise ValueError(f"{where}{times[i]} has shape {archive[times[i]].shape}; expected "
                              f"({arrays[i].shape[0]},), one time per row of traj_{i}")
-    dt, t0 = step_of([archive[t] for t in times], None, where)
+    if "dt" not in files:
+        dt, t0 = step_of([archive[t] for t in times], None, where)
+        return arrays, dt, t0
+    dt, t0 = float(archive["dt"]), _start_times(archive, len(keys), where)
+    if given:
+        first = _agree(dt, t0, [archive[times[i]] for i in given], given, "t0" in files, where)
+        t0[given] = first
     return arrays, dt, t0
+
+
+def _agree(dt, t0, times, which, has_t0, where) -> np.ndarray:
+    """The first time of each of `times` (those of the trajectories `which`); `ValueError`
+    when their step disagrees with `dt` (to `STEP_RTOL`) or, when the file has them, their
+    first times with the start times `t0`."""
+    step, first = step_of(times, [str(i) for i in which], where)
+    if not abs(step - dt) <= STEP_RTOL * abs(dt):
+        raise ValueError(f"{where}'dt' is {dt:.10g} but the times t_0, t_1, … have the step "
+                         f"{step:.10g}; give one of them, or make them agree")
+    bad = [k for k, i in enumerate(which) if has_t0 and not np.isclose(first[k], t0[i])]
+    if bad:
+        i = which[bad[0]]
+        raise ValueError(f"{where}'t0' starts trajectory {i} at {t0[i]:.10g} but t_{i} "
+                         f"starts at {first[bad[0]]:.10g}; give one of them, or make them agree")
+    return first
 
 
 def _read_npz(path, where) -> Parts:
@@ -218,35 +244,10 @@ def _header(path, where):
     return header
 
 
-def _column_list(value, what):
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = [v for v in value.split(",") if v.strip()]
-    value = [str(v).strip() for v in value]
-    if len(set(value)) != len(value):
-        raise ValueError(f"{what} names a column twice: {value}")
-    return value
-
-
 def state_columns(header, q_columns, p_columns, where) -> list[int]:
-    """Indices of the state columns in `header`: `q_columns` then `p_columns`, or every
-    column but `trajectory` and `t`."""
-    q = _column_list(q_columns, "q_columns")
-    p = _column_list(p_columns, "p_columns")
-    if (q is None) != (p is None):
-        raise ValueError("give both q_columns and p_columns (p_columns=() for a state "
-                         "without momenta), or neither")
-    if q is None:
-        return [i for i, h in enumerate(header) if h not in ("trajectory", "t")]
-    if q and p and len(q) != len(p):
-        raise ValueError(f"q_columns and p_columns must name equally many columns (a "
-                         f"canonical state (q, p)), got {len(q)} and {len(p)}")
-    for name in q + p:
-        if name not in header:
-            raise ValueError(f"{where}missing column {name!r}; the header has "
-                             f"{', '.join(header)}")
-    return [header.index(name) for name in q + p]
+    """Indices of the state columns in `header`: `q_columns` then `p_columns`, or the
+    columns chosen by name (`geomlearn.data._columns`)."""
+    return list(column_layout(header, q_columns, p_columns, where=where).indices)
 
 
 def _load_columns(path, where, cols, dtype):
@@ -278,7 +279,9 @@ def _read_csv(path, where, q_columns, p_columns) -> Parts:
         if required not in header:
             raise ValueError(f"{where}missing column {required!r}; expected a header "
                              f"'trajectory,t,<state columns>', got {','.join(header)}")
-    cols = state_columns(header, q_columns, p_columns, where)
+    layout = column_layout(header, q_columns, p_columns, where=where)
+    warn_layout(layout, where, stacklevel=5)
+    cols = list(layout.indices)
     if not cols:
         raise ValueError(f"{where}has no state columns; expected 'trajectory,t' followed by "
                          "the q columns, then the p columns")
@@ -340,14 +343,47 @@ def read_parts(path, *, q_columns=None, p_columns=None) -> Parts:
         raise ValueError(f"{where}unknown file type {suffix or '(no suffix)'!r}; expected "
                          ".npz or .csv")
     parts = _read_npz(path, where)
-    if q_columns is not None or p_columns is not None:
-        if parts.labels is None:
+    if parts.labels is None:
+        if q_columns is not None or p_columns is not None:
             raise ValueError(f"{where}has no column names ('columns'), so q_columns and "
                              "p_columns cannot select columns")
-        cols = state_columns(list(parts.labels), q_columns, p_columns, where)
+        return parts
+    layout = column_layout(parts.labels, q_columns, p_columns, where=where, skip=())
+    warn_layout(layout, where, stacklevel=4)
+    cols = list(layout.indices)
+    if cols != list(range(len(parts.labels))):
         parts = parts._replace(arrays=[a[:, cols] for a in parts.arrays],
                                labels=tuple(parts.labels[c] for c in cols))
     return parts
+
+
+def file_columns(path) -> tuple[str, ...] | None:
+    """The names of the columns of the file `path` that can be state components (a CSV
+    header but `trajectory` and `t`; an `.npz`'s `columns`), or `None` when it names
+    none; `ValueError` for a CSV file without a header."""
+    where = f"{os.fspath(path)}: "
+    if os.path.splitext(os.fspath(path))[1].lower() == ".csv":
+        return tuple(h for h in _header(path, where) if h not in NOT_STATE)
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            if "columns" not in archive.files or archive["columns"].dtype.kind not in "US":
+                return None
+            return tuple(str(c).strip() for c in archive["columns"].reshape(-1))
+    except (OSError, ValueError, EOFError, AttributeError, zipfile.BadZipFile):
+        return None  # reading the file says what is wrong with it
+
+
+def layout_of(path, q_columns=None, p_columns=None):
+    """The `ColumnLayout` that `read_parts` reads the file `path` with (its indices: of the
+    CSV header, or of the `.npz`'s `columns`); `None` for an `.npz` that names no columns
+    (its state is its arrays' columns)."""
+    where = f"{os.fspath(path)}: "
+    if os.path.splitext(os.fspath(path))[1].lower() == ".csv":
+        return column_layout(_header(path, where), q_columns, p_columns, where=where)
+    names = file_columns(path)
+    if names is None:
+        return None
+    return column_layout(names, q_columns, p_columns, where=where, skip=())
 
 
 def save_states(path, states: np.ndarray, dt: float) -> None:

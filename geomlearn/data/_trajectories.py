@@ -177,9 +177,9 @@ class TrajectoryData:
           times); optionally `t0`, `columns`, `trajectories` (as `write` writes). The
           arrays keep their dtype (float64 without 64-bit mode: float32, with a warning).
         - `.csv`: a header and one row per state: a `trajectory` column (any label), a
-          `t` column, then the state columns — q columns first, then p; the rows of a
-          trajectory in time order (trajectories ordered by their first row). Values are
-          read in JAX's default float dtype.
+          `t` column, then the state columns; the rows of a trajectory in time order
+          (trajectories ordered by their first row). Values are read in JAX's default
+          float dtype.
 
         The time step is the same for all rows of all trajectories, to a relative
         $10^{-6}$; the first time of each trajectory is kept (`t0`).
@@ -187,15 +187,16 @@ class TrajectoryData:
         **Arguments:**
 
         - `path`: the file.
-        - `q_columns`, `p_columns`: the names of the state columns, positions then
-          momenta (a list, or one comma-separated string); the state is
-          `(q_columns, p_columns)` in that order and other columns are ignored. Default:
-          every column but `trajectory` and `t`, in file order.
+        - `q_columns`, `p_columns`: the state columns, positions then momenta (lists, or
+          comma-separated strings); other columns are ignored. Default: the columns but
+          `trajectory` and `t` by name, positions first (the rule of the docs' "Your own
+          data"; a `ColumnWarning` says when it reorders or leaves out invariants).
 
         **Raises:** `ValueError` (one line, starting with the path and naming the
         trajectory — for CSV the data row — and what was expected) for a missing or
-        unreadable file, an empty file, a missing column, a non-number, NaN or inf,
-        inconsistent widths, a non-uniform time step or a trajectory of one state.
+        unreadable file, an empty file, a missing column, names that do not say which
+        columns are positions, a non-number, NaN or inf, inconsistent widths, a
+        non-uniform time step or a trajectory of one state.
         """
         parts: Parts = read_parts(path, q_columns=q_columns, p_columns=p_columns)
         arrays = parts.arrays

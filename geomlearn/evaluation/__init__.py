@@ -1,7 +1,8 @@
 r"""Evaluation: how good a trained model is, measured against reference trajectories.
 
-- `evaluate(model, system, reference)`: a learned integrator's trajectory error,
-  invariant drift, structure residuals and speed (`Evaluation`);
+- `evaluate(model, system, reference)`: a learned integrator's trajectory error (next to
+  the identity map's and one classical step's), invariant drift, structure residuals and
+  speed (`Evaluation`);
   `check_structure(model, points)` the structure residuals of the map a rollout iterates
   (`StructureCheck`); with `horizon=N`, the long-horizon behaviour of the rollout
   (`long_horizon`: escape step, valid time, invariant drift and its secular trend, streamed
@@ -27,12 +28,13 @@ from ._long_horizon import (
     ESCAPE_FACTOR,
     N_SERIES,
     TREND_STEPS,
+    VALID_FLOOR,
     VALID_TOLERANCE,
     LongHorizon,
     escape_warning,
     long_horizon,
 )
-from ._reduction import (
+from ..reduction._evaluation import (  # the evaluation of a reduction, kept with it
     IMMERSION_TOLERANCE,
     ImmersionCheck,
     ReductionEvaluation,
@@ -52,6 +54,7 @@ __all__ = [
     "escape_warning",
     "ESCAPE_FACTOR",
     "VALID_TOLERANCE",
+    "VALID_FLOOR",
     "TREND_STEPS",
     "N_SERIES",
     "CHUNK",

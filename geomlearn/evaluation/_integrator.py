@@ -4,10 +4,13 @@ The model is rolled out (`geomlearn.iterate`) from the initial state(s) of every
 reference trajectory for as many steps as the reference has, and compared with it:
 
 - **trajectory error** at horizons $k$: $\|\hat Z_{0:k} - Z_{0:k}\|_F / \|Z_{0:k}\|_F$ over
-  the states up to step $k$ of all trajectories (the relative error of the papers);
+  the states up to step $k$ of all trajectories (the relative error of the papers), next
+  to that of the identity map and of one classical step (`_baselines`);
 - **invariant drift** of each invariant $I$ of the system (energy; the rigid body's
   Casimir): $\max_{t, i} |I(\hat z^i_t) - I(z^i_0)| / \max_i |I(z^i_0)|$, for the model's
-  rollouts and, for comparison, for the reference trajectories themselves;
+  rollouts and, for comparison, for the reference trajectories themselves; a learned
+  energy, defined up to a constant, is divided by its range over the reference states
+  instead, $\max_{t,i} H_\theta(z^i_t) - \min_{t,i} H_\theta(z^i_t)$;
 - the **structure residual** of the model at sample points taken from the reference:
   symplecticity $\|M^\top\Omega M - \Omega\|/\|\Omega\|$ (even dimensions) and volume
   $\big||\det M| - 1\big|$ (see `geomlearn.geometry`), the maximum over the points;
@@ -31,6 +34,8 @@ from ..data import TrajectoryData
 from ..integrators import AbstractIntegrator, as_integrator, integrate
 from ..rollout import check_model, model_rollout
 from ..structures import structure_named
+from ._baselines import classical_method, classical_step_error, identity_rollout
+from ._frame import clock_components, data_centre, data_radius
 from ._long_horizon import LongHorizon, long_horizon, long_horizon_rows
 from ._timing import timed
 
@@ -140,6 +145,15 @@ def _summary(metrics, *, title: str, extra=()) -> str:
     rows = list(extra)
     errs = "   ".join(f"step {k}: {fmt(v)}" for k, v in metrics["trajectory_error"].items())
     rows.append(("trajectory error", errs))
+    identity = metrics.get("identity_trajectory_error")
+    if identity:
+        errs = "   ".join(f"step {k}: {fmt(v)}" for k, v in identity.items())
+        rows.append(("  identity map", f"{errs}   (the do-nothing map: the last given state "
+                                       "repeated)"))
+    if metrics.get("classical_step_method"):
+        rows.append(("  one classical step", f"{fmt(metrics.get('classical_step_error'))}   "
+                     f"({metrics['classical_step_method']} at dt={fmt(metrics['dt'])}, "
+                     "from every data state)"))
     for name, value in metrics["invariant_drift"].items():
         ref = metrics["reference_invariant_drift"].get(name)
         rows.append((f"{name} drift", f"model {fmt(value)}   reference {fmt(ref)}"))
@@ -166,9 +180,12 @@ class Evaluation(dict):
     **Keys:**
 
     - `"trajectory_error"`: `{str(k): error}`, the relative error over steps `0…k`;
+      `"identity_trajectory_error"` the same of the identity map; `"classical_step_error"`
+      the relative error of one step of `"classical_step_method"` from every reference
+      state (`None` without a system or a time step);
     - `"invariant_drift"`: `{name: drift}` for every invariant of the system (and
-      `"learned_energy"` of a Hamiltonian network) along the model's rollouts;
-      `"reference_invariant_drift"` the same along the reference;
+      `"learned_energy"` of a Hamiltonian network, over its range on the reference) along
+      the model's rollouts; `"reference_invariant_drift"` the same along the reference;
     - `"structure_residual"`: `{"symplecticity": r, "volume": r}` (symplecticity only in
       even dimensions) of the map the rollout iterates, the maximum over the sample
       points, in the reference's dtype; `"structure_condition"` the largest condition
@@ -284,15 +301,18 @@ def _values(fn, states):
     return jax.vmap(jax.vmap(fn))(states)
 
 
-def _invariant_drifts(invariants, rollout, states):
-    """`(drift, reference drift, series)` of every invariant, relative to the largest
-    initial value."""
-    drift, ref_drift, series = {}, {}, {}
+def _invariant_drifts(invariants, rollout, states, gauge_free=()):
+    """`(drift, reference drift, series, scales)` of every invariant, relative to the
+    largest initial value, or for the names in `gauge_free` (defined up to a constant) to
+    their range over the reference states (`scales` holds those ranges)."""
+    drift, ref_drift, series, scales = {}, {}, {}, {}
     for name, fn in invariants.items():
         pred_vals = np.asarray(_values(fn, rollout), dtype=np.float64)
         ref_vals = np.asarray(_values(fn, states), dtype=np.float64)
         start = ref_vals[:, :1]
         scale = float(np.max(np.abs(start)))
+        if name in gauge_free and np.ptp(ref_vals) > 0:
+            scale = scales[name] = float(np.ptp(ref_vals))
         scale = scale if scale > 0 else 1.0
         series[name] = {
             "model": np.max(np.abs(pred_vals - start), axis=0) / scale,
@@ -300,7 +320,7 @@ def _invariant_drifts(invariants, rollout, states):
         }
         drift[name] = float(np.max(np.abs(pred_vals - start)) / scale)
         ref_drift[name] = float(np.max(np.abs(ref_vals - start)) / scale)
-    return drift, ref_drift, series
+    return drift, ref_drift, series, scales
 
 
 def _structure_points(model, states, task, n_points: int, key):
@@ -326,21 +346,27 @@ def _reference_rate(system, states, dt, integrator):
     return n_traj * N / seconds
 
 
-def _bound(states, bound) -> float:
-    """The data's bound: `bound` if given, else the largest state norm in `states`."""
+def _bound(states, centre, clock, bound) -> float:
+    """The data's radius: `bound` if given, else the largest distance of a state of
+    `states` from `centre`, the clock components left out."""
     if bound is None:
-        return float(np.max(np.linalg.norm(np.asarray(states, dtype=np.float64), axis=-1)))
+        return data_radius(states, centre, clock)
     if not (isinstance(bound, (int, float)) and np.isfinite(bound) and bound > 0):
         raise ValueError(f"bound must be a finite number > 0, got {bound!r}")
     return float(bound)
 
 
-def _long_horizon(model, system, states, task, dt, *, horizon, keep_states, method, bound):
-    """The `LongHorizon` of `evaluate(..., horizon=...)`."""
+def _long_horizon(model, system, states, task, dt, *, horizon, keep_states, method, bound,
+                  scales):
+    """The `LongHorizon` of `evaluate(..., horizon=...)`: escapes about the reference's
+    centre, norms without the system's clock, learned invariants over their `scales`."""
+    clock = clock_components(system, states)
+    centre = data_centre(states, clock)
     return long_horizon(
         model, task, states, horizon=horizon, invariants=_invariants_of(model, system),
-        bound=_bound(states, bound), system=system, integrator=as_integrator(method), dt=dt,
-        keep_states=keep_states)
+        bound=_bound(states, centre, clock, bound), system=system,
+        integrator=as_integrator(method), dt=dt, keep_states=keep_states, centre=centre,
+        time_components=clock, scales=scales)
 
 
 def evaluate(
@@ -383,8 +409,9 @@ def evaluate(
     - `key`: a PRNG key choosing the structure sample points (default a fixed key).
     - `horizon`: also a streamed rollout of this many steps (`long_horizon`) against
       `system` integrated by `horizon_method` (default 6th-order Gauss–Legendre);
-      `keep_states` keeps its states; `bound` is the data's bound $B$ of the escape test
-      (a rollout escapes beyond $10B$; default the largest state norm of `reference`).
+      `keep_states` keeps its states; `bound` is the data's radius $B$ of the escape test
+      (a rollout escapes beyond $10B$ from the reference's mean; default the largest
+      distance of a reference state from it); a driven system's clock is left out.
 
     **Returns:** an [`Evaluation`][geomlearn.Evaluation]: the metrics as a dict (its keys
     are listed there) and the arrays behind them.
@@ -408,7 +435,8 @@ def evaluate(
     task = model.task(seq_length=seq_length, prediction_window=prediction_window, data_dt=dt)
     initial = model.initial_states(states, task)
     rollout, model_seconds = timed(lambda: model_rollout(model, initial, N, task))
-    drift, ref_drift, series = _invariant_drifts(_invariants_of(model, system), rollout, states)
+    drift, ref_drift, series, scales = _invariant_drifts(
+        _invariants_of(model, system), rollout, states, gauge_free=model.learned_invariants())
     points = _structure_points(model, states, task, n_structure_points, key)
     checked = _check_structure(model, points, task)
     with_reference = dt is not None and system is not None
@@ -422,6 +450,11 @@ def evaluate(
         "n_steps": int(N - 1),
         "dt": dt,
         "trajectory_error": _trajectory_errors(rollout, states, horizons),
+        "identity_trajectory_error": _trajectory_errors(
+            identity_rollout(states, model.n_initial_points(task)), states, horizons),
+        "classical_step_error": (classical_step_error(system, states, dt) if with_reference
+                                 else None),
+        "classical_step_method": classical_method(system).name if with_reference else None,
         "invariant_drift": drift,
         "reference_invariant_drift": ref_drift,
         "structure_residual": dict(checked.residuals),
@@ -435,6 +468,7 @@ def evaluate(
     long = None
     if horizon is not None:
         long = _long_horizon(model, system, states, task, dt, horizon=horizon,
-                             keep_states=keep_states, method=horizon_method, bound=bound)
+                             keep_states=keep_states, method=horizon_method, bound=bound,
+                             scales=scales)
         metrics["long_horizon"] = long.metrics
     return Evaluation(metrics, rollout, states, series, checked, long)

@@ -6,28 +6,33 @@ keeps only running statistics — no `(N, d)` array unless asked — in one comp
 `rollout`, continued from the last states of the previous one, so that the states are
 those of one long rollout). Step $t$ counts time steps of the data's $\Delta t$ from the
 initial state $z_0$; a transformer's window holds the given states $t < T$, so its
-statistics start at $t = T$. Per initial state:
+statistics start at $t = T$. Every norm $\|\cdot\|_\tau$ leaves out the clock components
+of a driven system (see `geomlearn.evaluation._frame`). Per initial state:
 
 - **escape step**: the first $t$ whose state is not finite or has
-  $\|z_t\| > $ `ESCAPE_FACTOR` $\cdot B$, with $B$ the data's bound (the largest state
-  norm in the data); `None` if there is none within the horizon.
-- **valid time**: the first $t$ with $\|z_t - r_t\| / \|r_t\| >$ `VALID_TOLERANCE`,
-  where $r_t$ is the reference solution — the system integrated alongside the model, in
-  the same scan, by a reference integrator with the data's $\Delta t$, from the last
-  given state. `None` without a system (or a time step), or when there is no crossing.
-- per **invariant** $I$: the relative deviation
-  $\delta_t = (I(z_t) - I(z_0)) / \max_i |I(z^i_0)|$ (relative to the largest initial
-  value over the initial states, as `evaluate`'s drift), its maximum
+  $\|z_t - c\|_\tau > $ `ESCAPE_FACTOR` $\cdot B$, with $c$ the data's centre (the mean
+  of their states) and $B$ the data's radius about it (the largest $\|z - c\|_\tau$ in
+  the data): independent of the origin of the coordinates. `None` if none.
+- **valid time**: the first $t$ with
+  $\|z_t - r_t\|_\tau / \max(\|r_t\|_\tau,\ $`VALID_FLOOR`$\cdot\|r_0\|_\tau) >$
+  `VALID_TOLERANCE`, where $r_t$ is the reference solution — the system integrated
+  alongside the model, in the same scan, by a reference integrator with the data's
+  $\Delta t$, from the last given state $r_0$. The denominator is the reference's norm,
+  never the model's; its floor keeps a damped reference that decays towards its
+  equilibrium from ending the valid time at an offset of the model's equilibrium of
+  less than `VALID_TOLERANCE · VALID_FLOOR` of the initial state. `None` without a
+  system (or a time step), or when there is no crossing.
+- per **invariant** $I$: the relative deviation $\delta_t = (I(z_t) - I(z_0)) / s_I$
+  with the scale $s_I$ the largest $|I(z^i_0)|$ over the initial states (as
+  `evaluate`'s drift), or a given scale (`evaluate` gives a learned energy, whose
+  constant is arbitrary, its range over the data), its maximum
   $\max_t |\delta_t|$ over the horizon, and its **secular trend**: the slope $b$ of the
   least-squares line $\delta_t \approx a + b\,t$, reported per `TREND_STEPS` steps. Over
-  the horizon the line changes by $bN$: for a steady drift that is the drift itself
-  ($bN = \max_t|\delta_t|$ for $\delta_t = bt$), for an oscillation over many periods a
-  small fraction of its amplitude (of order $1/(\text{number of periods})$), so the two
-  are told apart by $|b|N$ against $\max_t |\delta_t|$. The regression sums are
-  streamed with the stable pairwise update of Chan, Golub & LeVeque (the centred sums
-  $S_{tt} = \sum (t - \bar t)^2$ and $S_{t\delta} = \sum (t - \bar t)(\delta_t - \bar\delta)$
-  of each chunk, merged), so $b = S_{t\delta} / S_{tt}$ stays accurate in float32 over
-  $10^6$ steps.
+  the horizon the line changes by $bN$: for a steady drift that is the drift itself, for
+  an oscillation over many periods a small fraction of its amplitude, so the two are
+  told apart by $|b|N$ against $\max_t |\delta_t|$. The regression sums are streamed
+  with the pairwise update of Chan, Golub & LeVeque (centred sums of each chunk,
+  merged), so $b$ stays accurate in float32 over $10^6$ steps.
 - a decimated series of $\delta_t$ at about `N_SERIES` log-spaced steps (for plots).
 
 States after the escape step count for none of the invariant statistics.
@@ -45,6 +50,7 @@ import numpy as np
 
 from .._format import fmt
 from .._validation import check_int
+from ._frame import data_centre, data_radius, kept_components
 
 __all__ = [
     "LongHorizon",
@@ -53,16 +59,23 @@ __all__ = [
     "escape_warning",
     "ESCAPE_FACTOR",
     "VALID_TOLERANCE",
+    "VALID_FLOOR",
     "TREND_STEPS",
     "N_SERIES",
     "CHUNK",
 ]
 
 ESCAPE_FACTOR = 10.0
-"""A rollout has escaped when its state norm exceeds this multiple of the data's bound."""
+"""A rollout has escaped when its distance from the data's centre exceeds this multiple
+of the data's radius."""
 
 VALID_TOLERANCE = 0.1
 """The relative error against the reference solution that ends the valid time."""
+
+VALID_FLOOR = 0.05
+"""The valid time's error is relative to the reference's norm, but at least this
+fraction of the norm of the reference's initial state (a damped reference decays to its
+equilibrium)."""
 
 TREND_STEPS = 10_000
 """The secular trend of an invariant is reported as its change per this many steps."""
@@ -95,8 +108,8 @@ class LongHorizon:
     the decimated series, `(S,)`); `drift` (per invariant, the relative deviation
     $\\delta_t$ at those steps, `(B, S)`, NaN at and after an escape); `max_drift` (per
     invariant, the running maximum $\\max_{s \\le t} |\\delta_s|$ at those steps, `(B, S)`,
-    NaN likewise); `norm` (the state
-    norm over the data's bound at those steps, `(B, S)`, NaN where not finite); `states`
+    NaN likewise); `norm` (the distance from the data's centre over the data's radius at
+    those steps, `(B, S)`, NaN where not finite); `states`
     (the whole rollout `(B, horizon + 1, d)` when asked for with `keep_states=True`, else
     `None`).
     """
@@ -144,13 +157,15 @@ def _merge_regression(acc, alive, t, delta):
 def _update(acc, new, ref, ref_ok, t, consts, plan: _Plan):
     """The statistics of one chunk of new states `(C, d)` at steps `t`, merged into `acc`."""
     in_h = t <= plan.horizon
-    norms = jnp.sqrt(jnp.sum(new * new, axis=-1))
+    w = consts["kept"][None]
+    norms = jnp.sqrt(jnp.sum(((new - consts["centre"][None]) * w) ** 2, axis=-1))
     finite = jnp.all(jnp.isfinite(new), axis=-1)
     escape = _first(in_h & ~(finite & (norms <= consts["limit"])), t, acc["escape"])
     alive = in_h & ((escape < 0) | (t < escape))
     acc = dict(acc, escape=escape)
     if ref is not None:
-        err = jnp.sqrt(jnp.sum((new - ref) ** 2, axis=-1)) / jnp.sqrt(jnp.sum(ref * ref, axis=-1))
+        size = jnp.maximum(jnp.sqrt(jnp.sum((ref * w) ** 2, axis=-1)), consts["floor"])
+        err = jnp.sqrt(jnp.sum(((new - ref) * w) ** 2, axis=-1)) / size
         acc["valid"] = _first(in_h & ref_ok & ~(err <= consts["tolerance"]), t, acc["valid"])
         acc["ref_fail"] = _first(in_h & ~ref_ok, t, acc["ref_fail"])
     tf = t.astype(new.dtype)
@@ -202,13 +217,13 @@ def _initial_acc(n_inv: int, n_samples: int, dtype):
 
 
 @eqx.filter_jit
-def _stream(model, task, initial, ref_start, start, consts, reference, plan: _Plan):
+def _stream(model, task, initial, ref_start, start, floors, consts, reference, plan: _Plan):
     """The vmapped streaming scan: per initial state, the accumulated statistics (and,
     with `plan.keep_states`, the new states of every chunk)."""
     C, n_init = plan.chunk, plan.n_init
     dtype = ref_start.dtype
 
-    def one(mstate, rstate, start_values):
+    def one(mstate, rstate, start_values, floor):
         def body(carry, c):
             mstate, rstate, acc = carry
             pts = model.rollout(mstate, C + n_init, task)
@@ -219,7 +234,8 @@ def _stream(model, task, initial, ref_start, start, consts, reference, plan: _Pl
             if reference is not None:
                 system, integrator, dt = reference
                 ref, ok, rstate = _reference_chunk(system, integrator, dt, rstate, C)
-            acc = _update(acc, new, ref, ok, t, dict(consts, start=start_values), plan)
+            acc = _update(acc, new, ref, ok, t, dict(consts, start=start_values, floor=floor),
+                          plan)
             return (mstate, rstate, acc), (new if plan.keep_states else None)
 
         acc0 = _initial_acc(len(consts["fns"]), len(plan.samples), dtype)
@@ -228,7 +244,7 @@ def _stream(model, task, initial, ref_start, start, consts, reference, plan: _Pl
         (_, _, acc), kept = jax.lax.scan(body, (mstate, rstate0, acc0), steps)
         return acc, kept
 
-    return jax.vmap(one)(initial, ref_start, start)
+    return jax.vmap(one)(initial, ref_start, start, floors)
 
 
 def _plan(model, task, horizon: int, keep_states: bool, n_series: int, chunk: int) -> _Plan:
@@ -308,13 +324,16 @@ def long_horizon(
     *,
     horizon: int,
     invariants: dict,
-    bound: float,
+    bound: float | None = None,
     system=None,
     integrator=None,
     dt: float | None = None,
     keep_states: bool = False,
     n_series: int = N_SERIES,
     chunk: int = CHUNK,
+    centre=None,
+    time_components=(),
+    scales: dict | None = None,
 ) -> LongHorizon:
     r"""Stream a rollout of `horizon` steps from each trajectory's start (see the module
     documentation for what is measured).
@@ -322,33 +341,36 @@ def long_horizon(
     **Arguments:**
 
     - `model`, `task`: a geomlearn model and its validated rollout `Task`.
-    - `states`: the data `(B, n, d)` whose first states start the rollouts (a
-      transformer's window takes the first `T`); `z_0` of each row is the start value of
-      the invariants, and the last given state starts the reference.
+    - `states`: the data `(B, n, d)`; the first states start the rollouts (a transformer's
+      window the first `T`), `z_0` of each row starts the invariants, the last given
+      state the reference.
     - `horizon`: the number of steps $N$ (states $z_1 … z_N$ are produced).
-    - `invariants`: `{name: function}`, each mapping one state `(d,)` to a scalar.
-    - `bound`: the data's bound $B$ (a rollout escapes beyond `ESCAPE_FACTOR` $\cdot B$).
+    - `invariants`: `{name: function}`, each mapping one state `(d,)` to a scalar;
+      `scales`: `{name: s_I}` for those not scaled by their largest initial value.
+    - `bound`, `centre`: the data's radius $B$ and centre $c$ (a rollout escapes beyond
+      `ESCAPE_FACTOR` $\cdot B$ from $c$); default the mean of `states` and the largest
+      distance of a state from it.
+    - `time_components`: the clock components every norm leaves out.
     - `system`, `integrator`, `dt`: the reference (a system, an `AbstractIntegrator` and
       the data's time step); without all three there is no valid time.
     - `keep_states`: also return the whole rollout `(B, horizon + 1, d)`.
-    - `n_series`: about how many log-spaced steps the drift series keeps.
-    - `chunk`: states per chunk of the scan (memory `B · chunk · d`).
+    - `n_series`, `chunk`: about how many log-spaced steps the drift series keeps; states
+      per chunk of the scan (memory `B · chunk · d`).
 
     **Returns:** a `LongHorizon`, whose `metrics` hold `horizon`, `n_trajectories`,
-    `data_bound`, `escape_bound`, per trajectory `escape_step` and `valid_time`
-    (`None`: not within the horizon), `n_escaped`, `min_escape_step`,
-    `median_escape_step` (counting rollouts that did not escape as beyond the horizon:
-    `None` unless at least half escaped), `min_valid_time`, `median_valid_time`,
-    `valid_tolerance`, `reference_method`, `reference_failed_step` (per trajectory, the
-    first step where the reference integrator failed, else `None`), `trend_steps`,
-    `seconds` (wall time, compilation included), and per invariant `max_drift` and
-    `trend` (per trajectory lists) with `worst_max_drift` and `worst_trend` (the trend
-    of largest magnitude).
+    `data_bound` ($B$), `data_centre`, `escape_bound`, `time_components`, per trajectory
+    `escape_step` and `valid_time` (`None`: not within the horizon), `n_escaped`,
+    `min_escape_step`, `median_escape_step` (rollouts that did not escape count as beyond
+    the horizon: `None` unless at least half escaped), `min_valid_time`,
+    `median_valid_time`, `valid_tolerance`, `valid_floor`, `reference_method`,
+    `reference_failed_step` (per trajectory, the first step where the reference failed),
+    `trend_steps`, `seconds` (wall time, compilation included), and per invariant
+    `max_drift` and `trend` (per trajectory), `worst_max_drift`, `worst_trend` (of
+    largest magnitude) and `scale`.
 
     ```python
-    task = model.task(data_dt=data.dt)
-    result = long_horizon(model, task, data.states, horizon=100_000,
-                          invariants=system.invariants, bound=1.0, system=system,
+    result = long_horizon(model, model.task(data_dt=data.dt), data.states,
+                          horizon=100_000, invariants=system.invariants, system=system,
                           integrator=GaussLegendre6(), dt=data.dt)
     result.metrics["n_escaped"], result.metrics["invariants"]["energy"]["worst_trend"]
     ```
@@ -362,28 +384,34 @@ def long_horizon(
     task = dataclasses.replace(task, nan_on_failure=True)
     plan = _plan(model, task, horizon, keep_states, n_series, chunk)
     dtype = states.dtype
-    names = list(invariants)
-    fns = tuple(invariants.values())
-    z0 = states[:, 0]
-    start = jnp.stack([jax.vmap(fn)(z0) for fn in fns], axis=-1) if fns else jnp.zeros(
-        (states.shape[0], 0), dtype)
-    scale = jnp.max(jnp.abs(start), axis=0) if fns else jnp.zeros((0,), dtype)
-    consts = {"fns": fns, "scale": jnp.where(scale > 0, scale, 1.0).astype(dtype),
-              "limit": jnp.asarray(ESCAPE_FACTOR * bound, dtype),
-              "tolerance": jnp.asarray(VALID_TOLERANCE, dtype), "bound": jnp.asarray(bound, dtype)}
+    names, fns = list(invariants), tuple(invariants.values())
+    clock = tuple(int(j) for j in time_components)
+    centre = data_centre(states, clock) if centre is None else np.asarray(centre, np.float64)
+    bound = data_radius(states, centre, clock) if bound is None else float(bound)
+    start, scale = _invariant_start(fns, states[:, 0], names, scales or {})
+    kept = kept_components(states.shape[-1], clock)
+    ref_start = states[:, plan.n_init - 1]
+    floors = VALID_FLOOR * jnp.sqrt(jnp.sum((ref_start * jnp.asarray(kept, dtype)[None]) ** 2,
+                                            axis=-1))
+    consts = {"fns": fns, "scale": scale, "limit": jnp.asarray(ESCAPE_FACTOR * bound, dtype),
+              "tolerance": jnp.asarray(VALID_TOLERANCE, dtype), "bound": jnp.asarray(bound, dtype),
+              "centre": jnp.asarray(centre, dtype), "kept": jnp.asarray(kept, dtype)}
     use_reference = system is not None and integrator is not None and dt is not None
     reference = (system, integrator, jnp.asarray(dt, dtype)) if use_reference else None
     initial = model.initial_states(states, task)
     started = time.perf_counter()
-    acc, kept = jax.block_until_ready(
-        _stream(model, task, initial, states[:, plan.n_init - 1], start, consts, reference, plan))
+    acc, kept_states = jax.block_until_ready(
+        _stream(model, task, initial, ref_start, start, floors, consts, reference, plan))
     seconds = time.perf_counter() - started
     metrics = _summary_metrics(acc, plan, names, bound=bound,
                                method_name=integrator.name if use_reference else None)
-    metrics["seconds"] = seconds
+    metrics.update(seconds=seconds, data_centre=[float(v) for v in centre],
+                   time_components=list(clock), valid_floor=VALID_FLOOR)
+    for i, name in enumerate(names):
+        metrics["invariants"][name]["scale"] = float(scale[i])
     full = None
     if keep_states:
-        new = np.asarray(kept).reshape(states.shape[0], -1, states.shape[-1])
+        new = np.asarray(kept_states).reshape(states.shape[0], -1, states.shape[-1])
         full = np.concatenate([np.asarray(states[:, : plan.n_init]), new], axis=1)[:, : horizon + 1]
     series = np.asarray(acc["series"], dtype=np.float64)
     running = np.asarray(acc["series_max"], dtype=np.float64)
@@ -393,12 +421,27 @@ def long_horizon(
                        norm=np.asarray(acc["norm"], dtype=np.float64), states=full)
 
 
+def _invariant_start(fns, z0, names, scales: dict):
+    """`(I(z_0) (B, n_inv), s_I (n_inv,))`: the invariants at the initial states and their
+    scales, the largest initial magnitude unless `scales` gives one (a zero scale is 1)."""
+    dtype = z0.dtype
+    if not fns:
+        return jnp.zeros((z0.shape[0], 0), dtype), jnp.zeros((0,), dtype)
+    start = jnp.stack([jax.vmap(fn)(z0) for fn in fns], axis=-1)
+    top = np.max(np.abs(np.asarray(start, dtype=np.float64)), axis=0)
+    scale = np.array([scales.get(name, top[i]) for i, name in enumerate(names)], np.float64)
+    return start, jnp.asarray(np.where(scale > 0, scale, 1.0), dtype)
+
+
 def long_horizon_rows(m: dict) -> list[tuple[str, str]]:
     """The rows `(name, text)` of the long-horizon metrics `m` for a summary table."""
     n = m["n_trajectories"]
     rows = [("long horizon", f"{m['horizon']} steps from {n} initial state{'s' * (n != 1)} "
                              f"({fmt(m.get('seconds'))} s)")]
-    esc = f"{m['n_escaped']} of {m['n_trajectories']}   (state norm > {fmt(m['escape_bound'])})"
+    clock = m.get("time_components") or []
+    without = f", clock component{'s' * (len(clock) != 1)} {clock} left out" if clock else ""
+    esc = (f"{m['n_escaped']} of {m['n_trajectories']}   (distance from the data's mean > "
+           f"{fmt(m['escape_bound'])}{without})")
     if m["n_escaped"]:
         esc += f"   first at step {m['min_escape_step']}, median {fmt(m['median_escape_step'])}"
     rows.append(("escaped", esc))
@@ -422,5 +465,6 @@ def escape_warning(m: dict) -> str | None:
     if not m or not m["n_escaped"]:
         return None
     return (f"warning: {m['n_escaped']} of {m['n_trajectories']} rollouts escaped (state not "
-            f"finite or norm > {fmt(m['escape_bound'])}, {ESCAPE_FACTOR:g} × the data's bound) "
-            f"within {m['horizon']} steps; first at step {m['min_escape_step']}")
+            f"finite or farther than {fmt(m['escape_bound'])} from the data's mean, "
+            f"{ESCAPE_FACTOR:g} × the data's radius) within {m['horizon']} steps; first at "
+            f"step {m['min_escape_step']}")

@@ -25,13 +25,6 @@ from ._task import (
     VectorFieldSamples as VectorFieldSamples,
     Windows as Windows,
 )
-from .autoencoder import (
-    LiftedIntegrator as LiftedIntegrator,
-    PSDLayer as PSDLayer,
-    ReducedIntegrator as ReducedIntegrator,
-    SymplecticAutoencoder as SymplecticAutoencoder,
-    initialize_from_psd as initialize_from_psd,
-)
 from .conformal import ConformalSympNet as ConformalSympNet
 from .hnn import HamiltonianNeuralNetwork as HamiltonianNeuralNetwork
 from .lagrangian import LagrangianNeuralNetwork as LagrangianNeuralNetwork
@@ -73,12 +66,22 @@ __all__ = [
     "AbstractSymplecticTransformer",
     "LinearSymplecticTransformer",
     "SymplecticTransformer",
-    "LiftedIntegrator",
-    "PSDLayer",
-    "ReducedIntegrator",
-    "SymplecticAutoencoder",
-    "initialize_from_psd",
     "MultiStep",
     "ConformalSympNet",
     "PortHamiltonianNN",
 ]
+
+# The symplectic autoencoder and the integrators of reduced codes live with the other
+# reductions, in `geomlearn.reduction`, which sits above this package.
+_MOVED_TO_REDUCTION = frozenset(
+    {"LiftedIntegrator", "PSDLayer", "ReducedIntegrator", "SymplecticAutoencoder",
+     "initialize_from_psd"}
+)
+
+
+def __getattr__(name: str):
+    # an `ImportError` (not an `AttributeError`) so that `from geomlearn.models import X`
+    # shows the message too
+    if name in _MOVED_TO_REDUCTION:
+        raise ImportError(f"geomlearn.models.{name} moved to geomlearn.reduction.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

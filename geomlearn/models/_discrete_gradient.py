@@ -14,7 +14,10 @@ $H(y) - H(x) = -h\,\bar\nabla H^\top R\,\bar\nabla H + h\,\bar\nabla H^\top F$ f
 $H$, $R \succeq 0$ and $F$ (McLachlan, Quispel and Robidoux, *Geometric integration
 using discrete gradients*, Phil. Trans. R. Soc. A 357, 1999). The implicit equation is
 solved by Newton's method to the round-off floor; derivatives follow from the
-implicit function theorem (`jax.lax.custom_root`), not from the iterations.
+implicit function theorem (`jax.lax.custom_root`), not from the iterations. Its
+convergence test (`solve_step`) has an absolute floor and counts the rounding of either
+branch of the quotient below, and it reads only the state's own values, so a state near
+a learned equilibrium converges and its verdict is the same batched and alone.
 
 The quotient's numerator $H(y) - H(x) - \nabla H(\bar x)^\top\Delta$ is $O(|\Delta|^3)$
 but carries the rounding of the two energies, $\varepsilon(|H(x)| + |H(y)|)$: the
@@ -30,6 +33,7 @@ small, its rounding would otherwise swamp the gradient.
 from __future__ import annotations
 
 import abc
+from functools import partial
 from typing import ClassVar
 
 import equinox as eqx
@@ -53,7 +57,7 @@ __all__ = [
 
 #: The most Newton iterations of one discrete-gradient step.
 MAX_ITERATIONS = 50
-#: How far above the estimated rounding level Newton's changes may settle.
+#: How far above the estimated rounding level of the field Newton's changes may settle.
 _SAFETY = 16.0
 
 
@@ -155,17 +159,21 @@ def correction_cutoff(x, hx, hy):
 
 def rounding_level(x, y, hx, hy, gradient_terms, matrix_norm):
     r"""The size of the rounding in the averaged field $(\mathbb{J} - R)\bar\nabla H$
-    at `y` from `x`: $\|\mathbb{J} - R\|\,\varepsilon\,\big(G + (|H(x)| +
-    |H(y)|)/|\Delta|\big)$ where the correction term is kept ($|\Delta|^2$ above
-    `correction_cutoff`), $\|\mathbb{J} - R\|\,\varepsilon\,G$ where it is dropped,
-    with $G$ the largest of `gradient_terms` (the size of the terms whose sum is
-    $\nabla H(\bar x)$): the floor below which Newton's changes are noise."""
+    at `y` from `x`, for either branch of the discrete gradient: $\|\mathbb{J} - R\|\,
+    \varepsilon\,\big(G + (|H(x)| + |H(y)|)/\max(|\Delta|, \sqrt{c})\big)$ where
+    $|\Delta|^2 > c/16$, $c$ the `correction_cutoff`, and $\|\mathbb{J} - R\|\,
+    \varepsilon\,G$ below, with $G$ the largest of `gradient_terms` (the size of the terms
+    whose sum is $\nabla H(\bar x)$). The energies' term is the rounding of the kept
+    correction, and near the cut-off also the size of the jump between the branches, which
+    Newton's iterates may cross: it is counted within a factor 4 of the cut-off, not only
+    above it. The floor below which Newton's changes are noise."""
     eps = jnp.finfo(x.dtype).eps
     d = y - x
     dd = d @ d
-    kept = dd > correction_cutoff(x, hx, hy)
-    dist = jnp.sqrt(jnp.where(kept, dd, jnp.ones_like(dd)))
-    energies = jnp.where(kept, (jnp.abs(hx) + jnp.abs(hy)) / dist, jnp.zeros_like(dd))
+    cutoff = correction_cutoff(x, hx, hy)
+    near = dd > cutoff / 16.0
+    dist = jnp.sqrt(jnp.maximum(dd, cutoff))
+    energies = jnp.where(near, (jnp.abs(hx) + jnp.abs(hy)) / dist, jnp.zeros_like(dd))
     return matrix_norm * eps * (jnp.max(jnp.abs(gradient_terms)) + energies)
 
 
@@ -174,57 +182,69 @@ def _tangent_solve(g, y):
     return jnp.linalg.solve(jac, y)
 
 
-def _newton(residual, y0, *, scale, floor):
+def _newton(residual, y0, *, x, level, scale):
     """Newton's iteration `y ← y − G'(y)⁻¹ G(y)` on `G = residual` (a `(d, d)` Jacobian
-    by forward mode: `d = 2n` is small) down to the round-off floor (at most
-    `MAX_ITERATIONS`); returns `y` and the last relative change. Unlike a fixed-point
-    iteration it converges for a stiff learned field too.
+    by forward mode: `d = 2n` is small), at most `MAX_ITERATIONS`; returns `y` and the
+    last change relative to the tolerance `_allowed` at the last iterate (`≤ 1`:
+    converged). Unlike a fixed-point iteration it converges for a stiff learned field too.
 
-    It stops when a change is at most `eps`, or when the changes stop decreasing at a
-    level of at most `floor` (`eps^(2/3)`, or the rounding level `solve_step` is given):
-    the rounding in the discrete gradient's quotient (of size `eps·|H| / |y − x|`) sets
-    that floor for steps that barely move. The balance then holds to that rounding,
-    which is what `energy_balance_residual` reports."""
+    It stops at the round-off floor: a change of at most `eps·(|x| + |y|)`, or a change
+    within the tolerance that no longer decreases (the rounding of the field, not the
+    iteration, then sets its size). Every quantity is the state's own, so the verdict of
+    one state never depends on the others of a batch (`vmap` runs the loop until all have
+    stopped but freezes each state where its own test stops it)."""
     dtype = y0.dtype
     eps = jnp.asarray(jnp.finfo(dtype).eps, dtype)
-    tiny = jnp.asarray(jnp.finfo(dtype).tiny, dtype)
 
     def keep_going(carry):
-        _, it, new, old = carry
-        settled = (new <= eps) | ((new >= old) & (new <= floor))
+        y, it, new, old = carry
+        at_round_off = new <= eps * (jnp.max(jnp.abs(x)) + jnp.max(jnp.abs(y)))
+        settled = at_round_off | ((new >= old) & (new <= _allowed(x, y, level, scale)))
         return (it < MAX_ITERATIONS) & ~settled & jnp.isfinite(new)
 
     def body(carry):
         y, it, new, _ = carry
         dy = -jnp.linalg.solve(jax.jacfwd(residual)(y), residual(y))
-        y = y + dy
-        change = jnp.max(jnp.abs(dy)) / (scale + jnp.max(jnp.abs(y)) + tiny)
-        return y, it + 1, change, new
+        return y + dy, it + 1, jnp.max(jnp.abs(dy)), new
 
     start = (y0, jnp.asarray(0, jnp.int32), jnp.asarray(jnp.finfo(dtype).max, dtype),
              jnp.asarray(jnp.inf, dtype))
     y, _, last, _ = lax.while_loop(keep_going, body, start)
-    return y, last
+    return y, last / _allowed(x, y, level, scale)
 
 
-def solve_step(averaged_field, x, h, rounding=None):
-    r"""Solve $y = x + h\,\bar f(x, y)$ for `y` (`averaged_field(y)` is $\bar f(x, y)$,
-    closing over `x`); returns `(y, converged)`.
+def _allowed(x, y, level, scale):
+    """The largest Newton change `solve_step` accepts at `y` (see there); `level` is
+    `16·h·rounding(y0)`."""
+    dtype = y.dtype
+    eps = jnp.finfo(dtype).eps
+    size = jnp.max(jnp.abs(x)) + jnp.max(jnp.abs(y)) + jnp.asarray(scale, dtype)
+    floor = eps ** (2.0 / 3.0) * size + eps * jnp.max(jnp.abs(y - x)) + level
+    return jnp.maximum(floor, jnp.finfo(dtype).tiny)
 
-    `rounding(y)`, if given, is the size of the rounding in $\bar f(x, y)$ (e.g.
-    `rounding_level`): Newton's changes then settle, and count as converged, down to
-    the level $h \cdot$ `rounding(y0)` it causes in `y` (relative), as well as to
-    $\varepsilon^{2/3}$."""
+
+def solve_step(averaged_field, x, h, rounding=None, *, scale=1.0):
+    r"""Solve $y = x + h\,\bar f(x, y)$ for `y` by Newton's method (`averaged_field(y)` is
+    $\bar f(x, y)$, closing over `x`); returns `(y, converged)`.
+
+    Newton's last change $\delta$ counts as converged when
+    $$|\delta|_\infty \le \varepsilon^{2/3}\big(|x|_\infty + |y|_\infty + s\big)
+      + \varepsilon\,|y - x|_\infty + 16\,h\,\rho(y_0),$$
+    with $s$ = `scale` (the state's typical size; an absolute floor, so that a state
+    near zero, e.g. near a learned equilibrium, is not judged against its own tiny size),
+    $\varepsilon|y - x| = \varepsilon h|\bar f|$ the rounding of the field's value, and
+    $\rho$ = `rounding` (e.g. `rounding_level`, which holds for both branches of the
+    discrete gradient; omitted when `None`) the rounding in $\bar f(x, \cdot)$ at the
+    first iterate $y_0 = x + h\bar f(x, x)$. The test reads only this state's values:
+    batched and alone, a state gets the same verdict. `scale=0` without `rounding` is the
+    relative test alone."""
     def residual(y):
         return y - x - h * averaged_field(y)
 
     y0 = x + h * averaged_field(x)
-    scale = lax.stop_gradient(jnp.max(jnp.abs(x)))
-    floor = jnp.asarray(jnp.finfo(x.dtype).eps ** (2.0 / 3.0), x.dtype)
-    if rounding is not None:
-        size = scale + jnp.max(jnp.abs(y0)) + jnp.finfo(x.dtype).tiny
-        floor = jnp.maximum(floor, lax.stop_gradient(_SAFETY * h * rounding(y0) / size))
-    solve = lambda g, y: _newton(g, y, scale=scale, floor=floor)
+    level = jnp.zeros((), x.dtype) if rounding is None else _SAFETY * h * rounding(y0)
+    solve = partial(_newton, x=lax.stop_gradient(x), level=lax.stop_gradient(level),
+                    scale=scale)
     y, last = lax.custom_root(residual, y0, solve, _tangent_solve, has_aux=True)
-    converged = lax.stop_gradient(last) <= floor
+    converged = lax.stop_gradient(last) <= 1
     return y, converged

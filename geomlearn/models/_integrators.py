@@ -3,6 +3,7 @@ integrators, Hamiltonian models (see `geomlearn.models._base` for the protocol).
 
 import abc
 import math
+import numbers
 import warnings
 from typing import ClassVar
 
@@ -11,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from .._validation import check_int
-from ..integrators import implicit_step
+from ..integrators import MAX_FIXED_POINT_ITERATIONS, ImplicitMidpoint, implicit_step
 from ..structures import NoStructure, structure_named
 from ._base import AbstractLearnedInvariants, AbstractModel, map_residuals, scan_rollout
 from ._task import (
@@ -38,6 +39,7 @@ __all__ = [
     "point_pairs",
     "step_or_field_samples",
     "point_rollout",
+    "solve_failure",
 ]
 
 
@@ -78,6 +80,18 @@ def point_rollout(model, initial, n_points: int, task: Task):
     """The `lax.scan` of `model.step` (of its inference form) from one state."""
     form = model.inference_form()
     return scan_rollout(lambda z: form.step(z, task), initial, n_points)
+
+
+def solve_failure(model, solve: str, dt, dtype) -> str:
+    """The one-line message of a step of `model` whose implicit `solve` (e.g. `"the
+    implicit-midpoint solve"`) did not converge or gave a non-finite state: the model, the
+    solve, `dt` (when it is a number) and the dtype, then, after `"; try "`, what to try."""
+    step = f" with dt={dt:g}" if isinstance(dt, numbers.Real) else ""
+    dtype = jnp.dtype(dtype)
+    wider = "float64 (jax_enable_x64; train with --x64), " if jnp.finfo(dtype).bits < 64 else ""
+    return (f"{type(model).__name__}: {solve}{step} in {dtype.name} did not converge or gave "
+            f"a non-finite state; try {wider}a smaller step at prediction (dt) or a different "
+            "model")
 
 
 class AbstractPointModel(AbstractModel):
@@ -347,9 +361,11 @@ class AbstractHamiltonianModel(AbstractPointModel):
 
     **Iterated map.** The implicit midpoint rule
     $z_{k+1} = z_k + h\,\mathbb{J}\nabla H_\theta\big((z_k + z_{k+1})/2\big)$ with the
-    task's `dt`, solved by `geomlearn.integrators.implicit_step` to round-off (an
-    unconverged solve raises; derivatives by the implicit function theorem). It is a
-    symplectic map for every $\theta$, so `structure` is `"symplectic"`.
+    task's `dt`, solved by the fixed-point iteration of `geomlearn.integrators` to
+    round-off (derivatives by the implicit function theorem). An unconverged solve raises
+    one line naming the model, the solve, `dt` and the dtype, with what to try
+    (`solve_failure`); with the task's `nan_on_failure` it gives NaN. It is a symplectic
+    map for every $\theta$, so `structure` is `"symplectic"`.
 
     **Training.** On a `TrajectoryData`: one-step pairs, predicted by that step (with the
     data's `dt`; where the solve does not converge the prediction is NaN, so a
@@ -406,8 +422,13 @@ class AbstractHamiltonianModel(AbstractPointModel):
                 f"rolling out {type(self).__name__} needs the time step dt (its field is "
                 "integrated with the implicit midpoint rule)"
             )
-        return implicit_step(self.vector_field, state, task.dt,
-                             on_failure="nan" if task.nan_on_failure else "raise")
+        z_new, converged = ImplicitMidpoint().solve(self.vector_field, state,
+                                                    jnp.asarray(task.dt, state.dtype))
+        if task.nan_on_failure:
+            return jnp.where(converged, z_new, jnp.asarray(jnp.nan, z_new.dtype))
+        solve = ("the implicit-midpoint solve (fixed-point iteration, at most "
+                 f"{MAX_FIXED_POINT_ITERATIONS} iterations)")
+        return eqx.error_if(z_new, ~converged, solve_failure(self, solve, task.dt, state.dtype))
 
     def rollout(self, initial, n_points: int, task: Task):
         return point_rollout(self, initial, n_points, task)

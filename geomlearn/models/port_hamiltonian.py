@@ -32,13 +32,14 @@ from .._validation import check_bool, check_int, check_stored_dt, float_dtype
 from ..geometry import jacobian, symplectic_matrix
 from ._base import scan_rollout
 from ._discrete_gradient import (
+    MAX_ITERATIONS,
     AbstractForcing,
     discrete_gradient,
     forcing_named,
     rounding_level,
     solve_step,
 )
-from ._integrators import AbstractPointModel, step_or_field_samples
+from ._integrators import AbstractPointModel, solve_failure, step_or_field_samples
 from ._task import (
     Pairs,
     StepResiduals,
@@ -85,6 +86,7 @@ def _gradient_magnitude(weights, biases, x, sigma):
 
 
 _SAMPLE_FORMS = (StepResiduals(), Pairs())
+_SOLVE = f"the discrete-gradient solve (Newton, at most {MAX_ITERATIONS} iterations)"
 
 
 def _sample_form(form):
@@ -104,10 +106,12 @@ class PortHamiltonianNN(AbstractPointModel):
     r"""A port-Hamiltonian network: $\dot x = (\mathbb{J} - R_\theta(x))\nabla
     H_\theta(x) + F_\theta(x, t)$ on $x = (q, p) \in \mathbb{R}^{2n}$.
 
-    $H_\theta$ is a perceptron (`depth` hidden layers of `width` units);
-    $R_\theta = L_\theta L_\theta^\top \succeq 0$, $L_\theta$ lower triangular, one matrix
-    or (`state_dependent_dissipation`) a perceptron of $x$; $F_\theta = (0, f_\theta)$ a
+    $H_\theta$ is a perceptron (`depth` hidden layers of `width` units); $R_\theta =
+    L_\theta L_\theta^\top \succeq 0$, $L_\theta$ lower triangular, one matrix or
+    (`state_dependent_dissipation`) a perceptron of $x$; $F_\theta = (0, f_\theta)$ a
     force on the momenta, by `forcing` ($R = 0$, $F = 0$: `HamiltonianNeuralNetwork`).
+    **State:** with a forcing the time last, $z = (q, p, t)$, `dim = 2n + 1`, a step
+    advancing $t$ by $h$; without, $z = x$, `dim = 2n`.
 
     **Iterated map** (`discrete_gradient_step`): with Gonzalez's discrete gradient
     $\bar\nabla H_\theta(x, y)$ and $\bar x = (x + y)/2$,
@@ -120,11 +124,9 @@ class PortHamiltonianNN(AbstractPointModel):
     (default) fits the step's equation at the data's pair, no solve — the same
     minimisers as the solved step where the network fits exactly, errors weighed alike
     up to $O(h)$ otherwise; `"pairs"` fits the solved step's prediction (Newton inside
-    the loss, differentiated implicitly). Measured: benchmarks/RESULTS.md, "Dissipation
-    and forcing". On arrays $(z, \dot z)$ it regresses the vector field.
-
-    **State.** With a forcing the state carries the time last, $z = (q, p, t)$ with
-    `dim = 2n + 1`, and a step advances $t$ by $h$; without, $z = x$, `dim = 2n`.
+    the loss, differentiated implicitly). On arrays $(z, \dot z)$ it regresses the field.
+    **Both forms assume noise-free states**: noise in the states is fitted as extra
+    contraction (an attenuated regression), which $R_\theta$ absorbs: too large a damping.
 
     **Arguments:** `dim`; `width`, `depth` ($\ge 1$; the force and a state-dependent
     dissipation use the same width); `key`; `forcing`: `None` (default), `"time"`,
@@ -263,10 +265,9 @@ class PortHamiltonianNN(AbstractPointModel):
     def discrete_gradient_step(self, x: Float[Array, " n2"], dt, t=0.0) -> Float[Array, " n2"]:
         r"""One discrete-gradient step of size `dt` from the phase-space point `x` at the
         time `t` (see the class documentation), solved to round-off; an unconverged solve
-        raises at run time."""
+        raises at run time, one line naming the solve, `dt` and the dtype with what to try."""
         y, ok = self._solve(x, dt, t)
-        return eqx.error_if(y, ~ok, "PortHamiltonianNN: the discrete-gradient solve did not "
-                                    "converge; reduce dt")
+        return eqx.error_if(y, ~ok, solve_failure(self, _SOLVE, dt, x.dtype))
 
     def energy_balance_residual(self, x, y, dt, t=0.0) -> Float[Array, ""]:
         r"""$|H(y) - H(x) + h\,\bar\nabla H^\top R\,\bar\nabla H - h\,\bar\nabla H^\top F|$
@@ -362,8 +363,7 @@ class PortHamiltonianNN(AbstractPointModel):
         if task.nan_on_failure:
             y = jnp.where(ok, y, jnp.asarray(jnp.nan, y.dtype))
         else:
-            y = eqx.error_if(y, ~ok, "PortHamiltonianNN: the discrete-gradient solve did not "
-                                     "converge; reduce dt")
+            y = eqx.error_if(y, ~ok, solve_failure(self, _SOLVE, task.dt, state.dtype))
         return self._join(y, t + task.dt)
 
     def rollout(self, initial, n_points: int, task: Task):

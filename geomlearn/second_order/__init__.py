@@ -11,10 +11,13 @@ A = \sum_i J_i^\top J_i, \quad g = \sum_i J_i^\top r_i .
 $$
 
 **Levenberg–Marquardt** damps with $D = \operatorname{diag}(A)$ (Marquardt's scaling,
-invariant to a rescaling of the parameters) or $D = I$ (Levenberg's). A trial step is
-**accepted only if it lowers** $S$; then $\lambda \leftarrow \lambda/\text{decrease}$,
-otherwise $\lambda \leftarrow \lambda\cdot\text{increase}$ and a new step is tried, up
-to `max_tries` times. **Gauss–Newton** ($\lambda = 0$) takes the minimum-norm solution
+invariant to a rescaling of the parameters), guarded where a column of $J$ fades (each
+entry keeps a share of its running maximum over the iterations, and a floor relative to
+the largest), or with $D = I$ (Levenberg's). A trial step is **accepted only if it lowers** $S$; then
+$\lambda \leftarrow \lambda/\text{decrease}$, otherwise
+$\lambda \leftarrow \lambda\cdot\text{increase}$ and a new step is tried, up to
+`max_tries` times. An iteration whose trials all fail is a *stall* only once $\lambda$
+has reached `max_damping` or the step is below round-off. **Gauss–Newton** ($\lambda = 0$) takes the minimum-norm solution
 of $A\delta = -g$ over the singular values of $A$ above `rcond` × the largest (a
 truncated-SVD step), halved ($\delta, \delta/2, \dots$) until it lowers $S$.
 

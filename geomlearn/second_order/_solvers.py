@@ -11,7 +11,7 @@ the next iteration.
 from __future__ import annotations
 
 import abc
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import equinox as eqx
 import jax
@@ -29,6 +29,7 @@ from ._normal_equations import (
     ravel,
     sum_squares_flat,
 )
+from ._state import LMInfo, LMState
 
 __all__ = [
     "AbstractDampedLeastSquares",
@@ -41,61 +42,6 @@ __all__ = [
 
 GAUSS_NEWTON_RCOND = 1e-6
 r"""The default singular-value cutoff of `GaussNewton` (relative, on $J^\top J$)."""
-
-
-class LMState(NamedTuple):
-    """State of a damped least-squares solver between iterations (a pytree of arrays:
-    checkpointable).
-
-    - `damping`: the current $\\lambda$ (a scalar in the parameters' dtype; 0 for
-      Gauss–Newton).
-    - `steps`: iterations done (`int32`).
-    - `accepted`: iterations whose step was accepted (`int32`).
-    - `rejected`: rejected trial steps, over all iterations (`int32`).
-    """
-
-    damping: jax.Array
-    steps: jax.Array
-    accepted: jax.Array
-    rejected: jax.Array
-
-
-class LMInfo(NamedTuple):
-    r"""What one `step` did (scalars; all over the same samples).
-
-    - `loss`: $S(\theta) = \sum r^2$ before the step.
-    - `new_loss`: $S$ after the step ($=$ `loss` when no trial was accepted).
-    - `relative_loss`, `new_relative_loss`: $\sqrt{S} / \sqrt{\sum y^2}$ before and after,
-      the relative loss of `geomlearn.fit` on those samples (when `y` holds exactly the
-      targets that the residual compares with).
-    - `target_sum_squares`: $\sum y^2$ over those samples.
-    - `damping`: the $\lambda$ of the last trial step (0 for Gauss–Newton).
-    - `step_scale`: the factor the Gauss–Newton step was scaled by (1 for LM).
-    - `accepted`: whether a trial step was accepted.
-    - `tries`: trial steps evaluated (`1 … max_tries`).
-    - `n_samples`: samples used (`M`, or `subset`).
-    - `shard_samples`: the samples each shard of the sample axis accumulated into
-      $J^\top J$ (`int32`, one entry per shard: `(n_samples,)` without sharding; with
-      `step(..., sharding=...)` one per device along the sample axis, each process
-      holding its own entries) — what the memory and the work per device scale with.
-    - `stalled`: no trial was accepted: all `max_tries` trials failed to lower $S$ (LM:
-      with $\lambda$ raised `max_tries − 1` times by `increase`, up to `max_damping`;
-      Gauss–Newton: all halvings). At a minimum (to round-off) every iteration stalls;
-      `geomlearn.fit` stops after `patience` consecutive stalled iterations.
-    """
-
-    loss: jax.Array
-    new_loss: jax.Array
-    relative_loss: jax.Array
-    new_relative_loss: jax.Array
-    target_sum_squares: jax.Array
-    damping: jax.Array
-    step_scale: jax.Array
-    accepted: jax.Array
-    tries: jax.Array
-    n_samples: jax.Array
-    stalled: jax.Array
-    shard_samples: jax.Array
 
 
 def _check_int(name, value, minimum=1):
@@ -137,9 +83,10 @@ class AbstractDampedLeastSquares(eqx.Module):
         """Whether this is the undamped (Gauss–Newton) method."""
 
     @abc.abstractmethod
-    def _trial_solver(self, A, g, dtype) -> Callable:
+    def _trial_solver(self, A, g, scaling, dtype) -> Callable:
         """`solve(lam, scale) -> δ`: the trial step for damping `lam` and step scale
-        `scale`, from the normal matrix `A` and gradient `g`."""
+        `scale`, from the normal matrix `A`, gradient `g` and the running maximum
+        `scaling` of its diagonal (`None` where the method keeps none)."""
 
     @abc.abstractmethod
     def _retry(self, lam, scale, dtype):
@@ -150,8 +97,14 @@ class AbstractDampedLeastSquares(eqx.Module):
         """The $\\lambda$ the next iteration starts from."""
 
     @abc.abstractmethod
-    def _stalled(self, lam_used, accepted, dtype):
-        """Whether no further progress is expected (see `LMInfo.stalled`)."""
+    def _stalled(self, lam_used, accepted, tiny, dtype):
+        """Whether no further progress is expected (see `LMInfo.stalled`); `tiny`: the
+        last trial step was below round-off relative to the parameters."""
+
+    @property
+    def _keeps_scaling(self) -> bool:
+        """Whether the state keeps the running maximum of diag(A) (`LMState.scaling`)."""
+        return False
 
     # ----------------------------------------------------------------- shared
 
@@ -167,7 +120,14 @@ class AbstractDampedLeastSquares(eqx.Module):
             steps=after.steps,
             accepted=before.accepted,
             rejected=after.rejected + 1,
+            scaling=after.scaling,
         )
+
+    def stalled_after_refusal(self, state: LMState) -> jax.Array:
+        r"""Whether an iteration whose step the caller refused (`refuse`, giving `state`)
+        is a stall (see `LMInfo.stalled`): for Levenberg–Marquardt once $\lambda$ has
+        reached `max_damping`; for Gauss–Newton always (nothing is left to raise)."""
+        return jnp.ones((), bool)
 
     def _check_size(self, n_params: int):
         if n_params == 0:
@@ -198,6 +158,7 @@ class AbstractDampedLeastSquares(eqx.Module):
             steps=zero,
             accepted=zero,
             rejected=zero,
+            scaling=jnp.zeros_like(flat) if self._keeps_scaling else None,
         )
 
     def _draw_subset(self, x, y, key):
@@ -211,29 +172,33 @@ class AbstractDampedLeastSquares(eqx.Module):
         return jnp.take(x, idx, axis=0), jnp.take(y, idx, axis=0)
 
     def _search(self, theta, S0, lam0, solve, loss, dtype):
-        """Trial steps until one lowers `S0` or `max_tries` were made: a `while_loop`
-        returning `(tries, lam, scale, accepted, theta, S)` of the last trial (θ and S
-        unchanged when none was accepted)."""
+        r"""Trial steps until one lowers `S0` or `max_tries` were made: a `while_loop`
+        returning `(tries, lam, scale, accepted, theta, S, tiny)` of the last trial (θ
+        and S unchanged when none was accepted; `tiny`: its step was below round-off,
+        $\|\delta\| \le \varepsilon\,\|\theta\|$)."""
+        eps = jnp.asarray(jnp.finfo(dtype).eps, dtype)
+        size = jnp.linalg.norm(theta)
 
         def cond(c):
-            tries, _, _, ok, _, _ = c
+            tries, _, _, ok, _, _, _ = c
             return (~ok) & (tries < self.max_tries)
 
         def body(c):
-            tries, lam, scale, _, best, S_best = c
+            tries, lam, scale, _, best, S_best, _ = c
             first = tries == 0
             lam_next, scale_next = self._retry(lam, scale, dtype)
             lam = jnp.where(first, lam, lam_next)
             scale = jnp.where(first, scale, scale_next)
-            t = theta + solve(lam, scale)
+            delta = solve(lam, scale)
+            t = theta + delta
             S_t = loss(t)
             ok = jnp.isfinite(S_t) & jnp.all(jnp.isfinite(t)) & (S_t < S0)
             best = jnp.where(ok, t, best)
             S_best = jnp.where(ok, S_t, S_best)
-            return tries + 1, lam, scale, ok, best, S_best
+            return tries + 1, lam, scale, ok, best, S_best, jnp.linalg.norm(delta) <= eps * size
 
         start = (jnp.zeros((), jnp.int32), lam0, jnp.ones((), dtype), jnp.zeros((), bool),
-                 theta, S0)
+                 theta, S0, jnp.zeros((), bool))
         return jax.lax.while_loop(cond, body, start)
 
     def step(self, params, state: LMState, residual_fn: Callable, x, y, key=None, *,
@@ -281,8 +246,12 @@ class AbstractDampedLeastSquares(eqx.Module):
             r1, t, xs, ys, self.chunk_size, dtype), sharding)
         (A, g, S0), counts = normal(theta, x, y)
         lam0 = state.damping.astype(dtype)
-        tries, lam, scale, ok, new_theta, S1 = self._search(
-            theta, S0, lam0, self._trial_solver(A, g, dtype),
+        scaling = None
+        if state.scaling is not None:  # Moré: the running maximum of diag(A); finite entries
+            d = jnp.diag(A)
+            scaling = jnp.maximum(state.scaling.astype(dtype), jnp.where(jnp.isfinite(d), d, 0))
+        tries, lam, scale, ok, new_theta, S1, tiny = self._search(
+            theta, S0, lam0, self._trial_solver(A, g, scaling, dtype),
             lambda t: sum_squares(t, x, y)[0][0], dtype)
         new_params = unravel(new_theta.astype(flat.dtype))
         # ravel/unravel keeps each leaf's dtype; make sure of it for mixed-dtype trees
@@ -293,6 +262,7 @@ class AbstractDampedLeastSquares(eqx.Module):
             steps=state.steps + 1,
             accepted=state.accepted + ok.astype(jnp.int32),
             rejected=state.rejected + tries - ok.astype(jnp.int32),
+            scaling=None if scaling is None else scaling.astype(state.scaling.dtype),
         )
         Y = jnp.sum(jnp.square(y.astype(dtype)))
         safe_Y = jnp.where(Y > 0, Y, jnp.ones((), dtype))
@@ -301,7 +271,7 @@ class AbstractDampedLeastSquares(eqx.Module):
             new_relative_loss=jnp.sqrt(S1 / safe_Y), target_sum_squares=Y, damping=lam,
             step_scale=scale, accepted=ok, tries=tries,
             n_samples=jnp.asarray(x.shape[0], jnp.int32),
-            stalled=self._stalled(lam, ok, dtype), shard_samples=counts,
+            stalled=self._stalled(lam, ok, tiny, dtype), shard_samples=counts,
         )
         return new_params, new_state, info
 
@@ -313,20 +283,35 @@ class LevenbergMarquardt(AbstractDampedLeastSquares):
     $\lambda$ by `increase`, an accepted step lowers it by `decrease` for the next
     iteration. See `geomlearn.second_order` for the mathematics and the memory bound.
 
+    Marquardt's scaling is guarded: $D_{jj} = \max(A_{jj},\ \text{scaling\_keep}\cdot
+    m_j,\ \text{scaling\_floor}\cdot\max_k m_k)$, with $m_j$ the largest $A_{jj}$ of
+    this and every earlier iteration (Moré's running maximum, `LMState.scaling`), plus
+    $10^{-12}\max(\max_k A_{kk}, 1)$ to keep it positive. A parameter that stops moving
+    the residuals (a unit of a network that is switched off) has a column of $J$ near
+    zero; unguarded, it is hardly damped and takes trial steps far out of the region
+    where the linearisation holds. A column that stays above `scaling_keep` of its own
+    largest size and `scaling_floor` of the largest column's keeps Marquardt's
+    $D_{jj} = A_{jj}$.
+
     **Arguments:**
 
     - `damping`: the initial $\lambda$ ($> 0$; for the undamped method use `GaussNewton`).
     - `increase`: factor on $\lambda$ after a rejected trial step ($> 1$).
     - `decrease`: divisor of $\lambda$ after an accepted step ($> 1$).
-    - `marquardt_scaling`: damp with $D = \operatorname{diag}(A)$ (default) or $D = I$.
+    - `marquardt_scaling`: damp with $D = \operatorname{diag}(A)$, guarded (default), or
+      $D = I$.
+    - `scaling_keep`: the share of its running maximum an entry of $D$ keeps (in
+      $(0, 1]$); `scaling_floor`: the least entry of $D$ relative to the largest running
+      maximum (in $(0, 1]$).
     - `min_damping`, `max_damping`: bounds on $\lambda$.
     - `max_tries`: trial steps per iteration before giving up (the parameters are then
       unchanged and $\lambda$ stays raised).
     - `max_growth`: the next iteration starts from at most `max_growth` times this
       one's $\lambda$ (default 16), however far its trials raised it.
     - `patience`: `geomlearn.fit` stops after this many consecutive stalled iterations
-      (no trial accepted; see `LMInfo.stalled`), with `history["stop_reason"] ==
-      "stalled"`; `None` never stops on a stall.
+      (no trial accepted with $\lambda$ at `max_damping` or a step below round-off; see
+      `LMInfo.stalled`), with `history["stop_reason"] == "stalled"`; `None` never stops
+      on a stall.
     - `chunk_size`: samples per chunk of the accumulation of $J^\top J$ and $J^\top r$.
     - `subset`: `None` — every iteration uses all $M$ samples; an int $n$ — a fresh random
       subset of $\min(n, M)$ samples per iteration, drawn from the iteration's key.
@@ -352,6 +337,8 @@ class LevenbergMarquardt(AbstractDampedLeastSquares):
     increase: float = eqx.field(default=4.0, static=True)
     decrease: float = eqx.field(default=3.0, static=True)
     marquardt_scaling: bool = eqx.field(default=True, static=True)
+    scaling_keep: float = eqx.field(default=1e-3, static=True)
+    scaling_floor: float = eqx.field(default=1e-9, static=True)
     min_damping: float = eqx.field(default=1e-12, static=True)
     max_damping: float = eqx.field(default=1e12, static=True)
     max_tries: int = eqx.field(default=10, static=True)
@@ -372,6 +359,10 @@ class LevenbergMarquardt(AbstractDampedLeastSquares):
                 raise ValueError(f"{name} must be a number > 1, got {v!r}")
         if not (isinstance(self.max_growth, (int, float)) and self.max_growth >= 1):
             raise ValueError(f"max_growth must be a number >= 1, got {self.max_growth!r}")
+        for name in ("scaling_keep", "scaling_floor"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and 0 < v <= 1):
+                raise ValueError(f"{name} must be a number in (0, 1], got {v!r}")
         if not (0 < self.min_damping <= self.max_damping):
             raise ValueError(
                 "expected 0 < min_damping <= max_damping, got "
@@ -382,9 +373,16 @@ class LevenbergMarquardt(AbstractDampedLeastSquares):
     def gauss_newton(self) -> bool:
         return False
 
-    def _trial_solver(self, A, g, dtype):
-        d = jnp.diag(A) if self.marquardt_scaling else jnp.ones((A.shape[0],), dtype)
-        # a floor keeps D positive where a parameter has no influence on the residuals
+    @property
+    def _keeps_scaling(self) -> bool:
+        return self.marquardt_scaling
+
+    def _trial_solver(self, A, g, scaling, dtype):
+        d = jnp.ones((A.shape[0],), dtype) if scaling is None else jnp.diag(A)
+        if scaling is not None:  # the guards: of its own running maximum, of the largest
+            d = jnp.maximum(d, jnp.asarray(self.scaling_keep, dtype) * scaling)
+            d = jnp.maximum(d, jnp.asarray(self.scaling_floor, dtype) * jnp.max(scaling))
+        # positive where no parameter moves the residuals
         D = d + jnp.asarray(1e-12, dtype) * jnp.maximum(jnp.max(d), jnp.ones((), dtype))
 
         def solve(lam, scale):
@@ -407,8 +405,11 @@ class LevenbergMarquardt(AbstractDampedLeastSquares):
         raised = lam_used * jnp.asarray(self.increase, dtype)
         return jnp.clip(jnp.where(accepted, lowered, raised), lo, jnp.maximum(hi, lo))
 
-    def _stalled(self, lam_used, accepted, dtype):
-        return ~accepted
+    def _stalled(self, lam_used, accepted, tiny, dtype):
+        return ~accepted & (tiny | (lam_used >= jnp.asarray(self.max_damping, dtype)))
+
+    def stalled_after_refusal(self, state):
+        return state.damping >= jnp.asarray(self.max_damping, state.damping.dtype)
 
 
 class GaussNewton(AbstractDampedLeastSquares):
@@ -453,7 +454,7 @@ class GaussNewton(AbstractDampedLeastSquares):
     def gauss_newton(self) -> bool:
         return True
 
-    def _trial_solver(self, A, g, dtype):
+    def _trial_solver(self, A, g, scaling, dtype):
         # A may be singular (over-parametrised model); the SVD gives the minimum-norm
         # solution (numpy.linalg.lstsq's on J δ = −r when rcond keeps every direction),
         # singular values below rcond × the largest dropped. Solved once per iteration:
@@ -468,5 +469,5 @@ class GaussNewton(AbstractDampedLeastSquares):
     def _next_damping(self, lam_used, accepted, lam0, dtype):
         return lam0
 
-    def _stalled(self, lam_used, accepted, dtype):
+    def _stalled(self, lam_used, accepted, tiny, dtype):
         return ~accepted

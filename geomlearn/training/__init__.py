@@ -25,7 +25,6 @@ and resume.
 """
 
 from .._progress import AbstractProgress, NoProgress, TqdmProgress
-from ._autoencoder import fit_autoencoder
 from ._fit import fit
 from ._history import STOP_REASONS, NonFiniteLossError
 from ._interrupt import TrainingInterrupted
@@ -33,6 +32,7 @@ from ._keep_best import KeepBest
 from ._losses import AbstractLoss, CallableLoss, MeanSquaredLoss, RelativeLoss, resolve_loss
 from ._optimizer import default_optimizer
 from ._staged import fit_position_last, plain_twin, trains_position_last
+from ..reduction._training import fit_autoencoder  # the training of a reduction, kept with it
 
 __all__ = [
     "fit",

@@ -42,6 +42,7 @@ import numpy as np
 
 from .. import io as gio
 from .._progress import AbstractProgress, NoProgress, progress_from
+from ..second_order import LMState
 from ._history import new_history, non_finite_error, record
 from ._trainers import CONVERGED, STALLED
 from ._inputs import Inputs, place, resolve
@@ -139,6 +140,23 @@ def fit(
                                       callback=callback))
 
 
+def _load_checkpoint(path, model, state, raw_key, *, expect):
+    """`gio.load_checkpoint` of `(state, raw_key)`; a Levenberg–Marquardt checkpoint written
+    before its state kept the running maximum of diag(JᵀJ) (`LMState.scaling`) is read
+    without it, the maximum starting again from the resumed iteration's."""
+    try:
+        return gio.load_checkpoint(path, model, (state, raw_key), expect=expect)
+    except gio.PersistenceError as error:
+        if not isinstance(state, LMState) or state.scaling is None:
+            raise
+        try:
+            model, (old, raw_key), header = gio.load_checkpoint(
+                path, model, (state._replace(scaling=None), raw_key), expect=expect)
+        except gio.PersistenceError:
+            raise error from None
+        return model, (old._replace(scaling=state.scaling), raw_key), header
+
+
 class _Training:
     """One `fit` between compiled groups, on the host: the parameters and optimiser
     state, the epochs done, the history, the progress bar and the checkpoint."""
@@ -169,8 +187,8 @@ class _Training:
         raw_key, history, done = gio.raw_key(key), new_history(), 0
         if inputs.resume and inputs.checkpoint.exists():
             try:
-                model, (state, raw_key), header = gio.load_checkpoint(
-                    inputs.checkpoint, model, (state, raw_key), expect=inputs.meta)
+                model, (state, raw_key), header = _load_checkpoint(
+                    inputs.checkpoint, model, state, raw_key, expect=inputs.meta)
             except Exception:
                 failed_before_training()
                 raise

@@ -202,9 +202,10 @@ class _DampedLeastSquaresTrainer(AbstractTrainer):
     A step whose training loss on all samples (or whose parameters) is not finite —
     possible when the step was judged on a random subset, or a model's prediction
     fails at samples the trials did not see — is refused like a rejected trial: the
-    parameters stay, λ rises (`AbstractDampedLeastSquares.refuse`), and the
-    epoch reports a stall. An epoch whose relative loss is at round-off (at most the
-    dtype's machine epsilon) reports convergence."""
+    parameters stay, λ rises (`AbstractDampedLeastSquares.refuse`). An epoch reports a
+    stall when the solver says no further progress is expected (`LMInfo.stalled`, or
+    `stalled_after_refusal` for a refused step: λ at its ceiling), and convergence when
+    its relative loss is at round-off (at most the dtype's machine epsilon)."""
 
     solver: AbstractDampedLeastSquares  # with patience=None: the compiled loop never reads it
     #: the solver's `patience`, read by `fit` on the host (not part of the compilation key)
@@ -239,8 +240,9 @@ class _DampedLeastSquaresTrainer(AbstractTrainer):
             lambda: (params, self.solver.refuse(state, new_state),
                      batch_loss(params, static, run, x, y, target_sq)))
         at_round_off = ok & (info.new_relative_loss <= jnp.finfo(info.new_relative_loss.dtype).eps)
+        stalled = jnp.where(ok, info.stalled, self.solver.stalled_after_refusal(state))
         signal = jnp.where(at_round_off, CONVERGED,
-                           jnp.where(info.accepted & ok, CONTINUE, STALLED)).astype(jnp.int32)
+                           jnp.where(stalled, STALLED, CONTINUE)).astype(jnp.int32)
         return params, state, loss, signal
 
     def learning_rate(self, state):

@@ -1,5 +1,6 @@
 r"""`fit_autoencoder`: train a symplectic autoencoder on its reconstruction and, given the
-full system, on its reduced dynamics (the latent vector-field term)."""
+full system, on its reduced dynamics (the latent vector-field term); published by
+`geomlearn.training`."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import jax
 import jax.numpy as jnp
 
 from .._typing import Array
-from ..models import AbstractPointModel, SymplecticAutoencoder
-from ..reduction import ReducedHamiltonianSystem
+from ..models import AbstractPointModel
 from ..systems import AbstractSystem
-from ._fit import fit
+from ..training._fit import fit
+from ._autoencoder import SymplecticAutoencoder
+from ._reduced_system import ReducedHamiltonianSystem
 
 __all__ = ["fit_autoencoder"]
 
@@ -84,7 +86,7 @@ class _FieldObjective(AbstractPointModel):
 
 def fit_autoencoder(autoencoder: SymplecticAutoencoder, data, *, system=None,
                     field_weight: float = 1.0, key, **fit_options):
-    r"""Train a [`SymplecticAutoencoder`][geomlearn.models.SymplecticAutoencoder] on its
+    r"""Train a [`SymplecticAutoencoder`][geomlearn.reduction.SymplecticAutoencoder] on its
     reconstruction and on its **reduced dynamics**; `(autoencoder, history)`.
 
     A reconstruction loss asks $\Psi^d(\Psi^e(x)) \approx x$ and nothing of the reduced

@@ -1,10 +1,11 @@
-r"""A learned integrator on the codes of a manifold cotangent lift (see
-`geomlearn.cotangent_lift`).
+r"""The learned integrators of reduced codes, $z \mapsto \Psi^d(\mathcal{N}(\Psi^e(z)))$:
+`ReducedIntegrator` on the codes of a symplectic autoencoder, `LiftedIntegrator` on the
+codes of a manifold cotangent lift (see `geomlearn.reduction`).
 
-**Training the integrator alone.** `fit(model, data)` trains a `LiftedIntegrator` on its
-code pairs, but differentiates the lift's (constant) arrays too, with zero gradients;
-under Levenberg–Marquardt, whose cost grows with the square of the parameter count,
-train the integrator alone and put it back:
+**Training a lifted integrator's network alone.** `fit(model, data)` trains a
+`LiftedIntegrator` on its code pairs, but differentiates the lift's (constant) arrays
+too, with zero gradients; under Levenberg–Marquardt, whose cost grows with the square of
+the parameter count, train the integrator alone and put it back:
 
 ```python
 model = gl.LiftedIntegrator(400, 2, key=jax.random.PRNGKey(0)).with_lift(data)
@@ -33,25 +34,182 @@ import numpy as np
 
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_even, check_int
-from ..cotangent_lift import ManifoldCotangentLift, manifold_cotangent_lift
 from ..data import TrajectoryData
 from ..integrators import integrate
-from ..reduction import ReducedHamiltonianSystem
-from ._latent import AbstractLatentIntegrator
-from ._task import Task, check_data_dim, sample_arrays
-from .sympnet import GSympNet
+from ..models._integrators import point_pairs
+from ..models._task import Task, check_data_dim, sample_arrays
+from ..models.sympnet import GSympNet
+from ._autoencoder import SymplecticAutoencoder
+from ._latent import AbstractLatentIntegrator, AbstractLatentMap, latent_map_named
+from ._lift import ManifoldCotangentLift, manifold_cotangent_lift
+from ._reduced_system import ReducedHamiltonianSystem
 
-__all__ = ["LiftedIntegrator"]
+__all__ = ["ReducedIntegrator", "LiftedIntegrator"]
+
+
+def _sizes(latent_map: AbstractLatentMap, integrator_net) -> tuple[int, int]:
+    """`(n_layers, width)` of `integrator_net`, a map of the kind `latent_map` builds;
+    `TypeError` asking for `n_layers=` and `width=` otherwise."""
+    if not isinstance(integrator_net, latent_map.network):
+        raise TypeError(
+            f"from_parts reads n_layers and width from a {latent_map.network.__name__} "
+            f"(integrator={latent_map.name!r}); pass n_layers= and width= for a "
+            f"{type(integrator_net).__name__}")
+    return latent_map.sizes(integrator_net)
+
+
+class ReducedIntegrator(AbstractLatentIntegrator):
+    r"""A learned integrator in the reduced space of a symplectic autoencoder.
+
+    The one-step map of the full space is $z \mapsto \Psi^d(\mathcal{N}(\Psi^e(z)))$,
+    with $\Psi^{e,d}$ a [`SymplecticAutoencoder`][geomlearn.reduction.SymplecticAutoencoder]
+    `full_dim → reduced_dim` and $\mathcal{N}$ a feed-forward integrator on
+    $\mathbb{R}^{2n}$ (`integrator`: `"gsympnet"` — symplectic —, `"lasympnet"` or
+    `"resnet"`). `fit` trains it on one-step pairs of full states with the loss
+    $\lVert\Psi^d(\mathcal{N}(\Psi^e(x))) - y\rVert / \lVert y\rVert$. The rollout
+    encodes once, iterates $\mathcal{N}$ in the reduced space (cost independent of $N$)
+    and decodes each state.
+
+    `train_autoencoder = False` (default) stops gradients into the autoencoder: train
+    the autoencoder first, put it in with
+    [`ReducedIntegrator.from_parts`][geomlearn.reduction.ReducedIntegrator.from_parts], then
+    `fit` trains $\mathcal{N}$ alone by a first-order optimiser (Levenberg–Marquardt
+    is refused: the model holds Stiefel parameters). `True` trains both (`riemannian_adam`).
+
+    `structure` is `"none"`: the full-space step has rank `reduced_dim` and is not a
+    symplectic map of $\mathbb{R}^{2N}$. The *reduced* map $\mathcal{N}$ is symplectic
+    for `"gsympnet"`/`"lasympnet"` (`reduced_structure`), and the decoder is a symplectic
+    immersion.
+
+    **Arguments:** `full_dim`, `reduced_dim`; `integrator = "gsympnet"` (or
+    `"lasympnet"`, `"resnet"`, or an `AbstractLatentMap` such as `LatentResNet()`; the
+    configuration stores its name), `n_layers = 4`,
+    `width = 16` (of $\mathcal{N}$); `autoencoder_width = 16`, `n_encoder_layers = 4`,
+    `n_encoder_blocks = 2`, `n_decoder_layers = 1`, `n_decoder_blocks = 3`,
+    `activation = "tanh"`, `train_autoencoder = False`, `key`, `dtype`. Every argument
+    is stored, so `geomlearn.save`/`load` round-trip the model.
+    """
+
+    autoencoder: SymplecticAutoencoder
+    integrator_net: eqx.Module
+    full_dim: int = eqx.field(static=True)
+    reduced_dim: int = eqx.field(static=True)
+    integrator: str = eqx.field(static=True)
+    n_layers: int = eqx.field(static=True)
+    width: int = eqx.field(static=True)
+    autoencoder_width: int = eqx.field(static=True)
+    n_encoder_layers: int = eqx.field(static=True)
+    n_encoder_blocks: int = eqx.field(static=True)
+    n_decoder_layers: int = eqx.field(static=True)
+    n_decoder_blocks: int = eqx.field(static=True)
+    activation: Callable | str = eqx.field(static=True)
+    train_autoencoder: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        full_dim: int,
+        reduced_dim: int,
+        *,
+        integrator: str | AbstractLatentMap = "gsympnet",
+        n_layers: int = 4,
+        width: int = 16,
+        autoencoder_width: int = 16,
+        n_encoder_layers: int = 4,
+        n_encoder_blocks: int = 2,
+        n_decoder_layers: int = 1,
+        n_decoder_blocks: int = 3,
+        activation: Callable | str = "tanh",
+        train_autoencoder: bool = False,
+        key: PRNGKeyArray,
+        dtype=None,
+    ):
+        latent_map = latent_map_named(integrator)
+        k_ae, k_nn = jax.random.split(key)
+        self.autoencoder = SymplecticAutoencoder(
+            full_dim, reduced_dim, n_encoder_layers=n_encoder_layers,
+            n_encoder_blocks=n_encoder_blocks, n_decoder_layers=n_decoder_layers,
+            n_decoder_blocks=n_decoder_blocks, width=autoencoder_width, activation=activation,
+            key=k_ae, dtype=dtype,
+        )
+        self.full_dim, self.reduced_dim = self.autoencoder.full_dim, self.autoencoder.reduced_dim
+        self.integrator = latent_map.name  # the resolved option, as saved
+        self.n_layers = check_int("n_layers", n_layers, minimum=1)
+        self.width = check_int("width", width, minimum=1)
+        self.autoencoder_width = autoencoder_width
+        self.n_encoder_layers, self.n_encoder_blocks = n_encoder_layers, n_encoder_blocks
+        self.n_decoder_layers, self.n_decoder_blocks = n_decoder_layers, n_decoder_blocks
+        self.activation = activation
+        if not isinstance(train_autoencoder, bool):
+            raise TypeError(f"train_autoencoder must be a bool, got {train_autoencoder!r}")
+        self.train_autoencoder = train_autoencoder
+        self.integrator_net = latent_map.build(
+            self.reduced_dim, n_layers=self.n_layers, width=self.width, activation=activation,
+            key=k_nn, dtype=dtype)
+
+    @classmethod
+    def from_parts(cls, autoencoder: SymplecticAutoencoder, integrator_net, *,
+                   integrator: str | AbstractLatentMap = "gsympnet",
+                   n_layers: int | None = None,
+                   width: int | None = None, train_autoencoder: bool = False):
+        """A `ReducedIntegrator` made of a (trained) autoencoder and a (trained or fresh)
+        reduced integrator, with the configuration read from both (so it can be saved)."""
+        cfg = autoencoder.config()
+        if n_layers is None or width is None:
+            read_layers, read_width = _sizes(latent_map_named(integrator), integrator_net)
+            n_layers = read_layers if n_layers is None else n_layers
+            width = read_width if width is None else width
+        skeleton = eqx.filter_eval_shape(
+            lambda: cls(cfg["full_dim"], cfg["reduced_dim"], integrator=integrator,
+                        n_layers=n_layers, width=width, autoencoder_width=cfg["width"],
+                        n_encoder_layers=cfg["n_encoder_layers"],
+                        n_encoder_blocks=cfg["n_encoder_blocks"],
+                        n_decoder_layers=cfg["n_decoder_layers"],
+                        n_decoder_blocks=cfg["n_decoder_blocks"],
+                        activation=cfg["activation"], train_autoencoder=train_autoencoder,
+                        key=jax.random.PRNGKey(0), dtype=cfg["dtype"])
+        )
+        return eqx.tree_at(lambda m: (m.autoencoder, m.integrator_net), skeleton,
+                           (autoencoder, integrator_net))
+
+    def _ae(self):
+        if self.train_autoencoder:
+            return self.autoencoder
+        params, static = eqx.partition(self.autoencoder, eqx.is_inexact_array)
+        return eqx.combine(jax.lax.stop_gradient(params), static)
+
+    def encode(self, z):
+        return self._ae().encode(z)
+
+    def decode(self, y):
+        return self._ae().decode(y)
+
+    def training_samples(self, data, task: Task, *, what: str = "data"):
+        """One-step pairs of full states (a `TrajectoryData`, or a tuple of arrays
+        `(M, full_dim)`)."""
+        return point_pairs(self, data, task, what=what)
+
+    def predict(self, x, task: Task):
+        r"""The step, centred and weighted per block like the autoencoder's
+        reconstruction: $w\odot(\Psi^d(\mathcal{N}(\Psi^e(x))) - \bar x)$."""
+        return self._ae()._weighted(self(x))
+
+    def target(self, y, task: Task):
+        r"""$w\odot(y - \bar x)$ (the autoencoder's reference state and loss weights)."""
+        return self._ae()._weighted(y)
+
+    def describe_step(self, task: Task) -> str:
+        return (f"z ↦ decode({type(self.integrator_net).__name__}(encode(z))) through a "
+                f"{self.reduced_dim}-dimensional reduced space (rolled out there)")
 
 
 class LiftedIntegrator(AbstractLatentIntegrator):
     r"""A learned symplectic integrator in the reduced space of a manifold cotangent lift.
 
     The reduction $\Psi^{e,d}$ is a
-    [`ManifoldCotangentLift`][geomlearn.cotangent_lift.ManifoldCotangentLift] (the
+    [`ManifoldCotangentLift`][geomlearn.reduction.ManifoldCotangentLift] (the
     centred PSD bent along its leading direction, its decoder a symplectic immersion for
     every coefficient value), fitted to snapshots in closed form by
-    [`with_lift`][geomlearn.models.LiftedIntegrator.with_lift] — it is not trained. The
+    [`with_lift`][geomlearn.reduction.LiftedIntegrator.with_lift] — it is not trained. The
     integrator $\mathcal{N}$ is a [`GSympNet`][geomlearn.models.GSympNet] on
     $\mathbb{R}^{2n}$ trained on pairs of codes `stride` $= S$ steps of the data apart,
 
@@ -61,7 +219,7 @@ class LiftedIntegrator(AbstractLatentIntegrator):
     map is $z \mapsto \Psi^d(\mathcal{N}(\Psi^e(z)))$ with time step $S\,\Delta t$. The
     rollout encodes once, iterates $\mathcal{N}$ in $\mathbb{R}^{2n}$ (a cost
     independent of the full dimension) and decodes each state;
-    [`rollout_at`][geomlearn.models.LiftedIntegrator.rollout_at] decodes only the
+    [`rollout_at`][geomlearn.reduction.LiftedIntegrator.rollout_at] decodes only the
     states asked for.
 
     **Training.** `training_samples` gives the code pairs $(\Psi^e(x_k),
@@ -116,7 +274,7 @@ class LiftedIntegrator(AbstractLatentIntegrator):
     def with_lift(self, snapshots, *, margin: float = 0.1, ridge: float = 0.0) -> LiftedIntegrator:
         """This model with its lift fitted to `snapshots` (a `TrajectoryData`, all of
         whose states are used, or an array `(M, full_dim)`) by
-        [`manifold_cotangent_lift`][geomlearn.cotangent_lift.manifold_cotangent_lift]
+        [`manifold_cotangent_lift`][geomlearn.reduction.manifold_cotangent_lift]
         (`reduced_dim`, `n_features`, `margin`, `ridge`); the integrator is kept."""
         if isinstance(snapshots, TrajectoryData):
             check_data_dim(self, snapshots, "snapshots")

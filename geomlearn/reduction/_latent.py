@@ -15,11 +15,11 @@ import numpy as np
 
 from .._typing import Array, Float, PRNGKeyArray
 from ..data import TrajectoryData
-from ._base import map_residuals, scan_rollout
-from ._integrators import AbstractPointModel
-from ._task import Task, check_data_dim, no_options
-from .resnet import ResNet
-from .sympnet import GSympNet, LASympNet
+from ..models._base import map_residuals, scan_rollout
+from ..models._integrators import AbstractPointModel
+from ..models._task import Task, check_data_dim, no_options
+from ..models.resnet import ResNet
+from ..models.sympnet import GSympNet, LASympNet
 
 __all__ = [
     "AbstractLatentIntegrator",
@@ -35,10 +35,11 @@ __all__ = [
 class AbstractLatentMap(eqx.Module):
     r"""Which feed-forward integrator $\mathcal{N}$ steps the codes of a latent
     integrator (an option chosen once; no fields). `name` is its spelling in a
-    configuration; `build` makes a fresh one on $\mathbb{R}^{2n}$; `sizes` reads back
+    configuration, `network` the class it builds; `build` makes a fresh one on $\mathbb{R}^{2n}$; `sizes` reads back
     the `(n_layers, width)` a configuration records."""
 
     name: eqx.AbstractClassVar[str]
+    network: eqx.AbstractClassVar[type]
 
     @abc.abstractmethod
     def build(self, dim: int, *, n_layers: int, width: int, activation, key: PRNGKeyArray,
@@ -54,6 +55,7 @@ class LatentGSympNet(AbstractLatentMap):
     """A `GSympNet` of the codes (symplectic; `"gsympnet"`)."""
 
     name: ClassVar[str] = "gsympnet"
+    network: ClassVar[type] = GSympNet
 
     def build(self, dim, *, n_layers, width, activation, key, dtype):
         return GSympNet(dim, n_layers=n_layers, width=width, activation=activation,
@@ -68,6 +70,7 @@ class LatentLASympNet(AbstractLatentMap):
     it has no width and ignores `width` and `activation`)."""
 
     name: ClassVar[str] = "lasympnet"
+    network: ClassVar[type] = LASympNet
 
     def build(self, dim, *, n_layers, width, activation, key, dtype):
         return LASympNet(dim, n_layers=n_layers, key=key, dtype=dtype)
@@ -81,6 +84,7 @@ class LatentResNet(AbstractLatentMap):
     is its depth)."""
 
     name: ClassVar[str] = "resnet"
+    network: ClassVar[type] = ResNet
 
     def build(self, dim, *, n_layers, width, activation, key, dtype):
         return ResNet(dim, width=width, depth=n_layers, activation=activation, key=key,

@@ -1,4 +1,20 @@
-r"""The symplectic autoencoder and its PSD-like layers (see `geomlearn.models.autoencoder`).
+r"""The symplectic autoencoder and its PSD-like layers.
+
+[`SymplecticAutoencoder`][geomlearn.reduction.SymplecticAutoencoder] compresses a state
+$z \in \mathbb{R}^{2N}$ of a large Hamiltonian system to $y \in \mathbb{R}^{2n}$ and
+back. Following Brantner & Kraus (*Symplectic autoencoders for model reduction of
+Hamiltonian systems*, 2023) it alternates gradient-SympNet blocks (symplectic
+diffeomorphisms of the current space) with *PSD-like layers*
+
+$$ \mathbb{R}^{2m} \to \mathbb{R}^{2M}: (q, p) \mapsto (\Phi q, \Phi p), \qquad
+\Phi \in St(m, M) \ (\Phi^\top\Phi = I), $$
+
+which are linear symplectic immersions. A composition of symplectic diffeomorphisms and
+symplectic immersions is a symplectic immersion, so the **decoder satisfies
+$(D\Psi^d)^\top\mathbb{J}_{2N}D\Psi^d = \mathbb{J}_{2n}$ for every parameter value**.
+The matrices $\Phi$ are [`StiefelMatrix`][geomlearn.manifolds.StiefelMatrix]
+parameters: train with [`riemannian_adam`][geomlearn.manifolds.riemannian_adam] to keep
+them on the manifold (plain Adam would break the immersion property).
 
 **Reference state.** `initialize_from_psd` sets the reference state $\bar x$ of a
 `SymplecticAutoencoder` to the snapshot mean, so that no mode is spent on the conserved
@@ -27,10 +43,11 @@ from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_even, check_int, float_dtype
 from ..manifolds import StiefelMatrix
-from ..reduction import immersion_residual, proper_symplectic_decomposition
-from ._integrators import AbstractPointModel
-from ._task import Snapshots, Task, check_data_dim, no_options, sample_arrays
-from .sympnet import GSympNet
+from ..models._integrators import AbstractPointModel
+from ..models._task import Snapshots, Task, check_data_dim, no_options, sample_arrays
+from ..models.sympnet import GSympNet
+from ._psd import proper_symplectic_decomposition
+from ._reduced_system import immersion_residual
 
 __all__ = ["PSDLayer", "SymplecticAutoencoder", "initialize_from_psd"]
 
@@ -110,7 +127,7 @@ class SymplecticAutoencoder(AbstractPointModel):
     block, $w\odot(\Psi^d(\Psi^e(x)) - \bar x)$ against $w\odot(x - \bar x)$ with
     $w = (w_q\mathbf 1_N, w_p\mathbf 1_N)$ (`loss_weights`, not trained). A new
     autoencoder has $\bar x = 0$ and unit weights;
-    [`initialize_from_psd`][geomlearn.models.initialize_from_psd] sets them from the data.
+    [`initialize_from_psd`][geomlearn.reduction.initialize_from_psd] sets them from the data.
 
     **Training** (`geomlearn.fit`): the samples are the snapshots — every state of a
     `TrajectoryData`, or a tuple `(X, X)` of arrays `(M, full_dim)` — and the prediction

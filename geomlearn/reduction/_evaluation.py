@@ -1,8 +1,9 @@
 r"""How good a reduction is: `evaluate_reduction(reduction, system, reference)` and the
 symplectic-immersion check of its decoder, `check_immersion`.
 
-The mathematics (the reductions, the reduced system and the error measures) is in
-`geomlearn.reduction`; this module runs them against a full solution.
+The mathematics (the reductions, the reduced system and the error measures) is in the
+other modules of `geomlearn.reduction`; this one runs them against a full solution. Its
+names are published by `geomlearn.evaluation`.
 """
 
 from __future__ import annotations
@@ -16,18 +17,18 @@ import numpy as np
 from .._format import aligned_table, fmt
 from .._typing import Array, Float
 from ..data import TrajectoryData
+from ..evaluation._timing import timed, timed_interleaved
 from ..integrators import AbstractIntegrator, IntegrationError, as_integrator, integrate
-from ..models._latent import AbstractLatentIntegrator
-from ..reduction import (
+from ._latent import AbstractLatentIntegrator
+from ._psd import proper_symplectic_decomposition
+from ._reduced_system import (
     ReducedHamiltonianSystem,
     immersion_residual,
     latent_vector_field_error,
     loop_action,
     orbit_period,
     projection_error_parts,
-    proper_symplectic_decomposition,
 )
-from ._timing import timed, timed_interleaved
 
 __all__ = [
     "IMMERSION_TOLERANCE",
@@ -88,7 +89,7 @@ def check_immersion(reduction, points: Float[Array, "B 2N"]) -> ImmersionCheck:
     condition number of $D$ at the points (for an immersion $\kappa \ge 1$).
 
     **Arguments:** `reduction` (a [`PSD`][geomlearn.reduction.PSD], a
-    [`SymplecticAutoencoder`][geomlearn.models.SymplecticAutoencoder], any module with
+    [`SymplecticAutoencoder`][geomlearn.reduction.SymplecticAutoencoder], any module with
     `encode`, `decode`, `full_dim`, `reduced_dim`); `points` `(B, full_dim)`.
 
     **Returns:** an [`ImmersionCheck`][geomlearn.evaluation.ImmersionCheck].
@@ -362,8 +363,8 @@ def evaluate_reduction(
     - The relative drift of $\tilde H = H\circ\Psi^d$ along the reduced solution, the
       immersion residual at encoded data states, and the wall times of the reduced and
       the full-order integration (median of 5 compiled calls each, timed in turns).
-    - A reduction with a **learned latent integrator** ([`ReducedIntegrator`][geomlearn.models.ReducedIntegrator],
-      [`LiftedIntegrator`][geomlearn.models.LiftedIntegrator]; `stride` $S$ data steps
+    - A reduction with a **learned latent integrator** ([`ReducedIntegrator`][geomlearn.reduction.ReducedIntegrator],
+      [`LiftedIntegrator`][geomlearn.reduction.LiftedIntegrator]; `stride` $S$ data steps
       per application) is rolled out in its latent space from $\Psi^e(x_0)$ for
       $\lfloor K/S\rfloor$ applications, each state compared with $x_{jS}$, and timed
       (median of 25 compiled calls) decoding the final state and every state.
