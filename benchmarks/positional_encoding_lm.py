@@ -120,7 +120,8 @@ def _problem_data(problem: str, n_trajectories):
     """`(system, train, validation, T)`: the command line's data for `problem`."""
     from geomlearn.cli._commands import DEFAULT_SEQ_LENGTH
     from geomlearn.cli._recipes import ORDER_DEPENDENT_SEQ_LENGTH, for_system
-    from geomlearn.systems import SYSTEMS, ParametricPendulum
+    from geomlearn.cli import SYSTEMS
+    from geomlearn.systems import ParametricPendulum
 
     if problem == "fast_driven_pendulum":
         name, system = "parametric_pendulum", ParametricPendulum(epsilon=0.8, Omega=3.0)

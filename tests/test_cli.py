@@ -381,7 +381,7 @@ def test_the_symplectic_transformers_sizes_follow_the_data(name):
     spec = cli.MODELS[name]
 
     def built(system_name, **options):
-        system = gl.systems.SYSTEMS[system_name]()
+        system = cli.SYSTEMS[system_name]()
         model = eqx.filter_eval_shape(lambda: spec.build_for(
             phase_space(system_name, system), key=jax.random.PRNGKey(0), seq_length=3,
             model_options=options)[0])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from geomlearn.data import ColumnWarning, TrajectoryData, column_layout
-from geomlearn.systems import SYSTEMS
+from geomlearn.cli import SYSTEMS
 
 #: `header → (q, p)`: the rule of `geomlearn.data._columns`, one case per clause.
 BY_NAME = {

@@ -182,7 +182,7 @@ def test_the_home_page_table_says_what_each_model_preserves():
 
 def test_the_comparison_counts_what_geomlearn_has():
     from geomlearn.integrators import METHODS
-    from geomlearn.systems import SYSTEMS
+    from geomlearn.cli import SYSTEMS
 
     text = (ROOT / "docs" / "comparison.md").read_text()
     assert f"✓ ({len(SYSTEMS)} systems, {len(METHODS)} methods)" in text

@@ -12,6 +12,7 @@ import pytest
 from _helpers import randomize
 
 import geomlearn as gl
+from geomlearn import cli
 from geomlearn.geometry import conformal_symplecticity_residual, symplecticity_residual
 from geomlearn.integrators import step
 from geomlearn.models import Pairs, StepResiduals, Task, _discrete_gradient
@@ -77,7 +78,7 @@ def test_system_arguments_are_validated():
         Duffing(omega=0.0)
     with pytest.raises(TypeError):
         ForcedMassSpring(c="a lot")
-    assert "damped_pendulum" in gl.systems.SYSTEMS and gl.systems.resolve_system("Duffing") == "duffing"
+    assert "damped_pendulum" in cli.SYSTEMS and cli.resolve_system("Duffing") == "duffing"
 
 
 # ------------------------------------------------------------- conformal sympnets

@@ -48,7 +48,7 @@ class ExactStep(AbstractFeedForwardIntegrator):
 
 def cli_data(name):
     """The held-out data `geomlearn train --system name` evaluates on."""
-    system = gl.systems.SYSTEMS[name]()
+    system = cli.SYSTEMS[name]()
     _, held_out, _ = cli.for_system(name, system)
     return system, held_out
 

@@ -18,8 +18,8 @@ from geomlearn.integrators import (
     integrate,
     step,
 )
+from geomlearn.cli import SYSTEMS
 from geomlearn.systems import (
-    SYSTEMS,
     AbstractSystem,
     DoublePendulum,
     HarmonicOscillator,

@@ -36,7 +36,8 @@ from geomlearn.io import PersistenceError, _container, _migrations
 from geomlearn.layers import _position_signal as signals
 from geomlearn.layers.positional import positional_encoding
 from geomlearn.layers.sympnet import GradientLayerP, GradientLayerQ
-from geomlearn.systems import SYSTEMS, ForcedRigidBody, ParametricPendulum
+from geomlearn.cli import SYSTEMS
+from geomlearn.systems import ForcedRigidBody, ParametricPendulum
 
 from _helpers import concrete_overrides, n_params, normal, random_module, randomize
 

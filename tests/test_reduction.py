@@ -26,7 +26,8 @@ from geomlearn.reduction import (
     reduction_error,
     symplectic_inverse,
 )
-from geomlearn.systems import SYSTEMS, AbstractHamiltonianSystem, LinearWave, TodaLattice
+from geomlearn.cli import SYSTEMS
+from geomlearn.systems import AbstractHamiltonianSystem, LinearWave, TodaLattice
 
 
 @pytest.mark.parametrize("cls", [TodaLattice, LinearWave])

@@ -10,8 +10,8 @@ import pytest
 
 import geomlearn
 from geomlearn.geometry import symplectic_matrix
+from geomlearn.cli import SYSTEMS
 from geomlearn.systems import (
-    SYSTEMS,
     AbstractSeparableSystem,
     AbstractSystem,
     CoupledHarmonicOscillator,
@@ -453,8 +453,13 @@ def test_every_name_is_re_exported_from_its_family_module():
         for name in names:
             assert getattr(geomlearn.systems, name) is getattr(module, name)
     families = set().union(*FAMILIES.values())
-    assert set(geomlearn.systems.__all__) == families | PROTOCOL | {"SYSTEMS", "resolve_system"}
+    assert set(geomlearn.systems.__all__) == families | PROTOCOL
     assert {cls.__name__ for cls in SYSTEMS.values()} <= families
+    # the command-line names live with the command line; the old place says where
+    for name in ("SYSTEMS", "resolve_system"):
+        with pytest.raises(ImportError, match=f"^geomlearn.systems.{name} moved to "
+                                              f"geomlearn.cli.{name} "):
+            getattr(geomlearn.systems, name)
 
 
 def _system_classes(extra=()):

@@ -35,7 +35,7 @@ models by name), `_recipes` (the data by system name), `_own_data` (a user's fil
 `_runs` (run folders).
 """
 
-from ..systems import SYSTEMS, resolve_system
+from ._system_names import SYSTEMS, resolve_system
 from ._commands import model_by_name, system_by_name
 from ._compatibility import (
     AbstractCompatibility,

@@ -15,7 +15,7 @@ from .._format import fmt
 from ..evaluation import escape_warning
 from ..io import encode_config, save
 from ..second_order import AbstractDampedLeastSquares
-from ..systems import SYSTEMS, resolve_system
+from ._system_names import SYSTEMS, resolve_system
 from ..training import TrainingInterrupted
 from ._errors import CLIError, user
 from ._options import DEFAULT_HORIZON, DEFAULT_SEQ_LENGTH, TrainOptions

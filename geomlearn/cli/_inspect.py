@@ -5,7 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..systems import SYSTEMS, AbstractPortHamiltonianSystem
+from ..systems import AbstractPortHamiltonianSystem
+from ._system_names import SYSTEMS
 from ._errors import CLIError, user
 from ._options import DEFAULT_SEQ_LENGTH, TrainOptions
 from ._own_data import check_model_fits

@@ -14,7 +14,7 @@ import ast
 import dataclasses
 from typing import Any
 
-from ..systems import resolve_system
+from ._system_names import resolve_system
 from ._errors import user
 from ._registry import resolve_model
 

@@ -145,7 +145,7 @@ def _toda_lattice_recipe(system, *, n_trajectories, key, dtype):
     return data, None, "Toda lattice bump (GeometricMachineLearning.jl), dt=0.1, t in [0, 800]"
 
 
-#: Data recipes of `for_system`, by system name (`geomlearn.systems.SYSTEMS`). A recipe
+#: Data recipes of `for_system`, by system name (`geomlearn.cli.SYSTEMS`). A recipe
 #: `recipe(system, *, n_trajectories, key, dtype)` returns `(data, held_out or None,
 #: description)`; `None` means "split `data` by trajectories".
 RECIPES = {

@@ -41,7 +41,6 @@ from .port_hamiltonian import (
     Duffing as Duffing,
     ForcedMassSpring as ForcedMassSpring,
 )
-from ._names import SYSTEMS as SYSTEMS, resolve_system as resolve_system
 
 __all__ = [
     "AbstractSystem",
@@ -64,6 +63,13 @@ __all__ = [
     "Duffing",
     "ForcedMassSpring",
     "bump",
-    "SYSTEMS",
-    "resolve_system",
 ]
+
+
+def __getattr__(name: str):
+    # the command-line names belong to the command line; an `ImportError` (not an
+    # `AttributeError`) so that `from geomlearn.systems import SYSTEMS` shows it too
+    if name in ("SYSTEMS", "resolve_system"):
+        raise ImportError(f"geomlearn.systems.{name} moved to geomlearn.cli.{name} "
+                          "(the command line's names of the systems)")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

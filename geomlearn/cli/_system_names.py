@@ -1,21 +1,27 @@
-"""The systems by name, for the command line."""
+"""The built-in systems by their command-line names (`geomlearn list`, `--system`)."""
 
 from __future__ import annotations
 
-from ._base import AbstractSystem
-from .canonical import (
+from ..systems import (
+    AbstractSystem,
     CoupledHarmonicOscillator,
+    DampedPendulum,
     DoublePendulum,
+    Duffing,
+    ForcedMassSpring,
+    ForcedRigidBody,
     HarmonicOscillator,
     HenonHeiles,
     Kepler,
+    LinearWave,
+    ParametricPendulum,
     Pendulum,
+    RigidBody,
     ThreeBody,
+    TodaLattice,
 )
-from .driven import ForcedRigidBody, ParametricPendulum
-from .lattices import LinearWave, TodaLattice
-from .port_hamiltonian import DampedPendulum, Duffing, ForcedMassSpring
-from .rigid import RigidBody
+
+__all__ = ["SYSTEMS", "resolve_system"]
 
 SYSTEMS: dict[str, type[AbstractSystem]] = {
     "harmonic_oscillator": HarmonicOscillator,
