@@ -37,10 +37,12 @@ from .evaluation import (
     LongHorizon as LongHorizon,
     ReductionEvaluation as ReductionEvaluation,
     StructureCheck as StructureCheck,
+    WorkPrecision as WorkPrecision,
     check_immersion as check_immersion,
     check_structure as check_structure,
     evaluate as evaluate,
     evaluate_reduction as evaluate_reduction,
+    work_precision as work_precision,
 )
 from .io import (
     PersistenceError as PersistenceError,

@@ -34,11 +34,15 @@ _TRAINING_METRICS = ("training_seconds", "epochs", "stop_reason", "final_loss", 
                      "budget_ended_run", "loss_still_falling", "loss_recent_decrease")
 
 
-def _horizon(horizon) -> dict:
-    """The long-horizon option of `geomlearn.evaluate` for `--horizon N` (0: none)."""
+def _horizon(horizon, particles=None) -> dict:
+    """The long-horizon options of `geomlearn.evaluate` for `--horizon N` (0: none) and
+    `--particles K` (`None`: the system's)."""
     if horizon is not None and horizon < 0:
         raise CLIError(f"--horizon must be at least 0 (0: no long-horizon evaluation), got {horizon}")
-    return {"horizon": horizon} if horizon else {}
+    if not horizon:
+        return {}
+    return {"horizon": horizon} if particles is None else {"horizon": horizon,
+                                                           "particles": particles}
 
 
 def _warn_if_escaped(result) -> None:
@@ -276,7 +280,8 @@ def train(args) -> int:
     return _finish(out, spec=spec, model=model, system=against, held_out=held_out,
                    fit_options=fit_options, run=run, history=history, how=how,
                    fit_seconds=fit_seconds, started=started, on=on,
-                   horizon=_horizon(options.horizon), limits=(epochs, budget, unit),
+                   horizon=_horizon(options.horizon, options.particles),
+                   limits=(epochs, budget, unit),
                    baselines=baselines)
 
 
@@ -300,7 +305,7 @@ def evaluate(args) -> int:
                if (out / "history.json").exists() else None)  # read before writing anything
     spec = spec_of(model)
     result = spec.evaluate(model, system, held_out, **options.task_options(),
-                           **_horizon(args.horizon))
+                           **_horizon(args.horizon, options.particles))
     metrics = dict(result)
     if (out / "metrics.json").exists():
         previous = read_run_json(out / "metrics.json")

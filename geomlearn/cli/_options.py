@@ -69,7 +69,9 @@ class TrainOptions:
     `"adam"`), `time_budget` (seconds), `seq_length`, `prediction_window`,
     `positional_encoding` (`False`, `True` or a placement's name), `reduced_dim`,
     `model_options` (constructor arguments), `n_trajectories`, `x64`, `seed`, `horizon`
-    (steps of the long-horizon evaluation, 0: none), and where the run is written,
+    (steps of the long-horizon evaluation, 0: none), `particles` (the spatial dimension
+    of the particles of a `data` file, whose escapes are measured in their centre-of-mass
+    frame; `None`: the system's, none for a file), and where the run is written,
     `out` and `force` (not recorded). `None` leaves a choice to the run (`resolved`).
     Counts below 1, a time budget that is not positive or a negative horizon raise
     `ValueError` naming the flag.
@@ -94,6 +96,7 @@ class TrainOptions:
     x64: bool = False
     seed: int = 0
     horizon: int = DEFAULT_HORIZON
+    particles: int | None = None
     out: str | None = None
     force: bool = False
 
@@ -101,7 +104,8 @@ class TrainOptions:
         for flag, value in (("--epochs", self.epochs), ("--batch-size", self.batch_size),
                             ("--seq-length", self.seq_length),
                             ("--n-trajectories", self.n_trajectories),
-                            ("--reduced-dim", self.reduced_dim)):
+                            ("--reduced-dim", self.reduced_dim),
+                            ("--particles", self.particles)):
             if value is not None and value < 1:
                 raise ValueError(f"{flag} must be at least 1, got {value}")
         if self.time_budget is not None and not self.time_budget > 0:
@@ -125,7 +129,8 @@ class TrainOptions:
             prediction_window=args.prediction_window, positional_encoding=args.positional_encoding,
             reduced_dim=args.reduced_dim, model_options=user(parse_model_options, args.model_option),
             n_trajectories=args.n_trajectories, x64=bool(args.x64), seed=args.seed,
-            horizon=args.horizon, out=args.out, force=bool(args.force))
+            horizon=args.horizon, particles=args.particles, out=args.out,
+            force=bool(args.force))
 
     def resolved(self, fit_options: dict, *, epochs, batch_size, time_budget) -> TrainOptions:
         """These options with what the run chose: the window length and prediction
@@ -218,5 +223,9 @@ def train_arguments(t) -> None:
     t.add_argument("--x64", action="store_true", help="compute in float64 (JAX's 64-bit mode, this process only)")
     t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     horizon_argument(t)
+    t.add_argument("--particles", type=int, default=None, metavar="K",
+                   help="with --data: the positions are particles in K dimensions (x1 y1 x2 y2 "
+                        "…, momenta alike) moving under forces of their differences; the long "
+                        "horizon measures escapes in their centre-of-mass frame")
     t.add_argument("--out", default=None, help="output folder (default runs/<system>-<model>-<time>-<id>)")
     t.add_argument("--force", action="store_true", help="write into a non-empty --out folder")

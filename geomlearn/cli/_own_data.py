@@ -18,6 +18,7 @@ import warnings
 import jax
 
 from ..data import ColumnLayout, ColumnWarning, TrajectoryData, file_columns, layout_of
+from ..evaluation import frame_projection
 from ._errors import CLIError
 from ._options import TrainOptions, column_names
 
@@ -189,6 +190,11 @@ def from_file(options: TrainOptions, spec) -> OwnData:
     data = read_trajectories(source, q_columns=options.q_columns, p_columns=options.p_columns)
     shape = DataFile(dim=data.dim, canonical=data.dim % 2 == 0, labels=state_names(data, data.dim))
     check_model_fits(spec, shape, source)
+    if options.particles is not None:
+        try:
+            frame_projection(data.dim, (), options.particles)
+        except ValueError as e:
+            raise CLIError(f"--particles {options.particles}: {source.name}: {e}") from None
     if data.n_trajectories < 2:  # before building a model
         split_by_trajectory(data, options.val_fraction, seed=options.seed, source=source)
     return OwnData(shape, data, None, "", {}, _layout(source, options))

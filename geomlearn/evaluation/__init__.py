@@ -6,7 +6,11 @@ r"""Evaluation: how good a trained model is, measured against reference trajecto
   `check_structure(model, points)` the structure residuals of the map a rollout iterates
   (`StructureCheck`); with `horizon=N`, the long-horizon behaviour of the rollout
   (`long_horizon`: escape step, valid time, invariant drift and its secular trend, streamed
-  without keeping the states; `LongHorizon`, `escape_warning`).
+  without keeping the states; `LongHorizon`, `escape_warning`; `frame_projection`, the
+  frame of its escape test: no clock, particles about their centre of mass).
+- `work_precision(model, system, data)`: the model's error and throughput against the
+  classical integrators at steps $\Delta t/k$, their frontier and the two ratios that
+  say whether the model pays at equal cost (`WorkPrecision`).
 - `evaluate_reduction(reduction, system, reference)`: a model reduction's projection and
   reduction errors, reduced energy drift and online speed (`ReductionEvaluation`);
   `check_immersion(reduction, points)` whether its decoder is a symplectic immersion
@@ -15,6 +19,7 @@ r"""Evaluation: how good a trained model is, measured against reference trajecto
 
 from .._format import fmt as fmt  # the number format of the reports, used by the command line
 from ._dissipation import dissipation_metrics
+from ._frame import frame_projection
 from ._integrator import (
     CHECK_TOLERANCE,
     Evaluation,
@@ -33,6 +38,17 @@ from ._long_horizon import (
     LongHorizon,
     escape_warning,
     long_horizon,
+)
+from ._work_precision import (
+    FLOOR_FACTOR,
+    MAX_TRAJECTORIES,
+    REFERENCE_TOLERANCE,
+    Comparison,
+    WorkPoint,
+    WorkPrecision,
+    compare,
+    pareto_frontier,
+    work_precision,
 )
 from ..reduction._evaluation import (  # the evaluation of a reduction, kept with it
     IMMERSION_TOLERANCE,
@@ -58,6 +74,16 @@ __all__ = [
     "TREND_STEPS",
     "N_SERIES",
     "CHUNK",
+    "frame_projection",
+    "work_precision",
+    "WorkPrecision",
+    "WorkPoint",
+    "Comparison",
+    "compare",
+    "pareto_frontier",
+    "REFERENCE_TOLERANCE",
+    "FLOOR_FACTOR",
+    "MAX_TRAJECTORIES",
     "evaluate_reduction",
     "ReductionEvaluation",
     "ImmersionCheck",

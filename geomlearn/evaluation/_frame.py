@@ -11,6 +11,13 @@ the data's radius.
   $B = \max_i \|z_i - c\|_\tau$ over the data's states. The escape test bounds
   $\|z_t - c\|_\tau$ by a multiple of $B$: translating the data and the model by a
   constant vector changes neither.
+- **Centre-of-mass frame.** When the positions are particles in $k$ dimensions
+  ($q = (x_1, …, x_n)$ with $x_i \in \mathbb{R}^k$ in consecutive components, the
+  momenta laid out alike) whose forces depend on differences only, the whole cluster
+  drifts with its total momentum along every correct rollout. The escape test then
+  measures each state in the centre-of-mass frame, $x_i - \bar x$ and $p_i - \bar p$
+  with the means over the particles (equal masses): the linear projection $\Pi$ of
+  `frame_projection`, applied before the centre and the radius are taken.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ import equinox as eqx
 import jax
 import numpy as np
 
-__all__ = ["clock_components", "kept_components", "data_centre", "data_radius"]
+__all__ = ["clock_components", "kept_components", "frame_projection", "particle_dimension",
+           "data_centre", "data_radius"]
 
 _CLOCK_SAMPLE = 64
 """At most this many data states are used to recognise a clock component."""
@@ -55,16 +63,47 @@ def kept_components(d: int, clock) -> np.ndarray:
     return weights
 
 
-def data_centre(states, clock=()) -> np.ndarray:
-    """The mean of the data's states `(..., d)` over every state, `0` at the clock
-    components, `(d,)` in float64."""
-    flat = np.asarray(states, dtype=np.float64).reshape(-1, np.shape(states)[-1])
-    return np.mean(flat, axis=0) * kept_components(flat.shape[1], clock)
+def particle_dimension(system) -> int:
+    """The spatial dimension $k$ of the particles of `system` (its class variable
+    `particle_dimension`), `0` when its state is not particles or without a system."""
+    return 0 if system is None else int(system.particle_dimension)
 
 
-def data_radius(states, centre, clock=()) -> float:
-    """$\\max_i \\|z_i - c\\|_\\tau$: the largest distance of a data state from `centre`,
-    the clock components left out."""
+def frame_projection(d: int, clock=(), particles: int = 0) -> np.ndarray:
+    r"""The `(d, d)` projection $\Pi$ onto the components the escape test measures: the
+    clock components zeroed and, with `particles` $= k > 0$, each particle's position and
+    momentum taken relative to the means over the particles (the centre-of-mass frame of
+    equal masses). `ValueError` when the non-clock components are not $2 n k$ numbers."""
+    keep = kept_components(d, clock)
+    projection = np.diag(keep)
+    if not particles:
+        return projection
+    k = int(particles)
+    phase = np.flatnonzero(keep)
+    if k < 1 or len(phase) % (2 * k):
+        raise ValueError(
+            f"particles in {k} dimensions need 2·n·{k} state components besides the clock; "
+            f"got {len(phase)} (state dimension {d}, clock components {list(clock)})")
+    n = len(phase) // (2 * k)
+    # within each half (q, then p): subtract the mean over the n particles, per axis
+    block = np.eye(n * k) - np.kron(np.full((n, n), 1.0 / n), np.eye(k))
+    inner = np.kron(np.eye(2), block)
+    projection[np.ix_(phase, phase)] = inner
+    return projection
+
+
+def _projected(states, clock, particles) -> np.ndarray:
     flat = np.asarray(states, dtype=np.float64).reshape(-1, np.shape(states)[-1])
-    weights = kept_components(flat.shape[1], clock)
-    return float(np.max(np.linalg.norm((flat - centre) * weights, axis=-1)))
+    return flat @ frame_projection(flat.shape[1], clock, particles).T
+
+
+def data_centre(states, clock=(), particles: int = 0) -> np.ndarray:
+    """The mean of the data's states `(..., d)` over every state, in the frame of
+    `frame_projection` (`0` at the clock components), `(d,)` in float64."""
+    return np.mean(_projected(states, clock, particles), axis=0)
+
+
+def data_radius(states, centre, clock=(), particles: int = 0) -> float:
+    """$\\max_i \\|\\Pi z_i - c\\|$: the largest distance of a data state from `centre` in
+    the frame of `frame_projection` (the clock components left out)."""
+    return float(np.max(np.linalg.norm(_projected(states, clock, particles) - centre, axis=-1)))

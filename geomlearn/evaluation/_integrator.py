@@ -23,20 +23,25 @@ from __future__ import annotations
 
 import dataclasses
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._format import aligned_table, fmt
 from .._validation import check_int
-from ..data import TrajectoryData
 from ..integrators import AbstractIntegrator, as_integrator, integrate
 from ..rollout import check_model, model_rollout
 from ..structures import structure_named
 from ._baselines import classical_method, classical_step_error, identity_rollout
-from ._frame import clock_components, data_centre, data_radius
+from ._frame import (
+    clock_components,
+    data_centre,
+    data_radius,
+    frame_projection,
+    particle_dimension,
+)
 from ._long_horizon import LongHorizon, long_horizon, long_horizon_rows
+from ._states import reference_states, values_at
 from ._timing import timed
 
 __all__ = [
@@ -221,31 +226,6 @@ class Evaluation(dict):
         return _summary(self if metrics is None else metrics, title=title, extra=extra)
 
 
-def _reference_states(reference, dt):
-    """`(states (n_traj, N, d), dt or None)` from a TrajectoryData (of trajectories of
-    different lengths: their first states, as many as the shortest has) or an array."""
-    if isinstance(reference, TrajectoryData):
-        if reference.ragged:
-            reference = reference.head()
-        states = jnp.asarray(reference.states)
-        ref_dt = float(reference.dt)
-        if dt is not None and float(dt) != ref_dt:
-            raise ValueError(f"dt={dt} disagrees with the reference data's dt={ref_dt}")
-        dt = ref_dt
-    else:
-        states = jnp.asarray(reference)
-        if states.ndim == 2:
-            states = states[None]
-    if states.ndim != 3:
-        raise ValueError(
-            "reference must be a TrajectoryData or an array of states (n_steps + 1, d) or "
-            f"(n_trajectories, n_steps + 1, d), got shape {states.shape}"
-        )
-    if not jnp.issubdtype(states.dtype, jnp.floating):
-        raise TypeError(f"reference states must be floating-point, got {states.dtype}")
-    return states, (None if dt is None else float(dt))
-
-
 def default_horizons(n_steps: int) -> list[int]:
     """The default horizons of `evaluate`: 1, 10, 100, … below `n_steps`, and `n_steps`
     itself."""
@@ -295,20 +275,14 @@ def _invariants_of(model, system) -> dict:
     return found
 
 
-@eqx.filter_jit
-def _values(fn, states):
-    """`fn` at every state `(B, N, d)`, compiled once per function and shape."""
-    return jax.vmap(jax.vmap(fn))(states)
-
-
 def _invariant_drifts(invariants, rollout, states, gauge_free=()):
     """`(drift, reference drift, series, scales)` of every invariant, relative to the
     largest initial value, or for the names in `gauge_free` (defined up to a constant) to
     their range over the reference states (`scales` holds those ranges)."""
     drift, ref_drift, series, scales = {}, {}, {}, {}
     for name, fn in invariants.items():
-        pred_vals = np.asarray(_values(fn, rollout), dtype=np.float64)
-        ref_vals = np.asarray(_values(fn, states), dtype=np.float64)
+        pred_vals = np.asarray(values_at(fn, rollout), dtype=np.float64)
+        ref_vals = np.asarray(values_at(fn, states), dtype=np.float64)
         start = ref_vals[:, :1]
         scale = float(np.max(np.abs(start)))
         if name in gauge_free and np.ptp(ref_vals) > 0:
@@ -346,27 +320,29 @@ def _reference_rate(system, states, dt, integrator):
     return n_traj * N / seconds
 
 
-def _bound(states, centre, clock, bound) -> float:
+def _bound(states, centre, clock, bound, particles=0) -> float:
     """The data's radius: `bound` if given, else the largest distance of a state of
-    `states` from `centre`, the clock components left out."""
+    `states` from `centre`, the clock components left out (in the centre-of-mass frame
+    of `particles`)."""
     if bound is None:
-        return data_radius(states, centre, clock)
+        return data_radius(states, centre, clock, particles)
     if not (isinstance(bound, (int, float)) and np.isfinite(bound) and bound > 0):
         raise ValueError(f"bound must be a finite number > 0, got {bound!r}")
     return float(bound)
 
 
 def _long_horizon(model, system, states, task, dt, *, horizon, keep_states, method, bound,
-                  scales):
+                  scales, particles=None):
     """The `LongHorizon` of `evaluate(..., horizon=...)`: escapes about the reference's
     centre, norms without the system's clock, learned invariants over their `scales`."""
     clock = clock_components(system, states)
-    centre = data_centre(states, clock)
+    particles = particle_dimension(system) if particles is None else particles
+    centre = data_centre(states, clock, particles)
     return long_horizon(
         model, task, states, horizon=horizon, invariants=_invariants_of(model, system),
-        bound=_bound(states, centre, clock, bound), system=system,
+        bound=_bound(states, centre, clock, bound, particles), system=system,
         integrator=as_integrator(method), dt=dt, keep_states=keep_states, centre=centre,
-        time_components=clock, scales=scales)
+        time_components=clock, particles=particles, scales=scales)
 
 
 def evaluate(
@@ -385,6 +361,7 @@ def evaluate(
     keep_states: bool = False,
     horizon_method: str | AbstractIntegrator = "gauss_legendre6",
     bound: float | None = None,
+    particles: int | None = None,
 ) -> Evaluation:
     r"""Measure a trained model against reference trajectories (of `system`, or of
     unknown dynamics: `system=None`) by the metrics of the module documentation.
@@ -412,6 +389,10 @@ def evaluate(
       `keep_states` keeps its states; `bound` is the data's radius $B$ of the escape test
       (a rollout escapes beyond $10B$ from the reference's mean; default the largest
       distance of a reference state from it); a driven system's clock is left out.
+      `particles`: the spatial dimension of the particles whose positions and momenta
+      make the state (forces of differences only): escapes are measured in their
+      centre-of-mass frame; `0` for a state that is not particles; default the
+      system's `particle_dimension` (`0` without a system).
 
     **Returns:** an [`Evaluation`][geomlearn.Evaluation]: the metrics as a dict (its keys
     are listed there) and the arrays behind them.
@@ -424,12 +405,15 @@ def evaluate(
     """
     check_model(model)
     integrator = as_integrator(method)
-    states, dt = _reference_states(reference, dt)
+    states, dt = reference_states(reference, dt)
     horizons = _checked_horizons(model, system, states, horizons)
     n_structure_points = check_int("n_structure_points", n_structure_points, minimum=1)
     if horizon is not None:
         horizon = check_int("horizon", horizon, minimum=1)
         as_integrator(horizon_method)
+        if particles:  # refused before any rollout when the state is not such particles
+            frame_projection(states.shape[-1], clock_components(system, states),
+                             check_int("particles", particles, minimum=0))
     n_traj, N, _ = states.shape
 
     task = model.task(seq_length=seq_length, prediction_window=prediction_window, data_dt=dt)
@@ -469,6 +453,6 @@ def evaluate(
     if horizon is not None:
         long = _long_horizon(model, system, states, task, dt, horizon=horizon,
                              keep_states=keep_states, method=horizon_method, bound=bound,
-                             scales=scales)
+                             scales=scales, particles=particles)
         metrics["long_horizon"] = long.metrics
     return Evaluation(metrics, rollout, states, series, checked, long)

@@ -12,7 +12,8 @@ of a driven system (see `geomlearn.evaluation._frame`). Per initial state:
 - **escape step**: the first $t$ whose state is not finite or has
   $\|z_t - c\|_\tau > $ `ESCAPE_FACTOR` $\cdot B$, with $c$ the data's centre (the mean
   of their states) and $B$ the data's radius about it (the largest $\|z - c\|_\tau$ in
-  the data): independent of the origin of the coordinates. `None` if none.
+  the data): independent of the origin of the coordinates. With `particles`, states are
+  measured in the centre-of-mass frame first. `None` if none.
 - **valid time**: the first $t$ with
   $\|z_t - r_t\|_\tau / \max(\|r_t\|_\tau,\ $`VALID_FLOOR`$\cdot\|r_0\|_\tau) >$
   `VALID_TOLERANCE`, where $r_t$ is the reference solution — the system integrated
@@ -50,7 +51,7 @@ import numpy as np
 
 from .._format import fmt
 from .._validation import check_int
-from ._frame import data_centre, data_radius, kept_components
+from ._frame import data_centre, data_radius, frame_projection, kept_components
 
 __all__ = [
     "LongHorizon",
@@ -158,7 +159,8 @@ def _update(acc, new, ref, ref_ok, t, consts, plan: _Plan):
     """The statistics of one chunk of new states `(C, d)` at steps `t`, merged into `acc`."""
     in_h = t <= plan.horizon
     w = consts["kept"][None]
-    norms = jnp.sqrt(jnp.sum(((new - consts["centre"][None]) * w) ** 2, axis=-1))
+    framed = new @ consts["frame"].T  # clock left out; centre-of-mass frame for particles
+    norms = jnp.sqrt(jnp.sum((framed - consts["centre"][None]) ** 2, axis=-1))
     finite = jnp.all(jnp.isfinite(new), axis=-1)
     escape = _first(in_h & ~(finite & (norms <= consts["limit"])), t, acc["escape"])
     alive = in_h & ((escape < 0) | (t < escape))
@@ -333,6 +335,7 @@ def long_horizon(
     chunk: int = CHUNK,
     centre=None,
     time_components=(),
+    particles: int = 0,
     scales: dict | None = None,
 ) -> LongHorizon:
     r"""Stream a rollout of `horizon` steps from each trajectory's start (see the module
@@ -351,6 +354,10 @@ def long_horizon(
       `ESCAPE_FACTOR` $\cdot B$ from $c$); default the mean of `states` and the largest
       distance of a state from it.
     - `time_components`: the clock components every norm leaves out.
+    - `particles`: `0`, or the spatial dimension $k$ of the particles the positions
+      describe (forces of differences only): the escape test measures states in the
+      centre-of-mass frame (`geomlearn.evaluation._frame.frame_projection`); `centre`
+      is then given in that frame.
     - `system`, `integrator`, `dt`: the reference (a system, an `AbstractIntegrator` and
       the data's time step); without all three there is no valid time.
     - `keep_states`: also return the whole rollout `(B, horizon + 1, d)`.
@@ -386,8 +393,11 @@ def long_horizon(
     dtype = states.dtype
     names, fns = list(invariants), tuple(invariants.values())
     clock = tuple(int(j) for j in time_components)
-    centre = data_centre(states, clock) if centre is None else np.asarray(centre, np.float64)
-    bound = data_radius(states, centre, clock) if bound is None else float(bound)
+    particles = check_int("particles", particles, minimum=0)
+    frame = frame_projection(states.shape[-1], clock, particles)
+    centre = (data_centre(states, clock, particles) if centre is None
+              else np.asarray(centre, np.float64))
+    bound = data_radius(states, centre, clock, particles) if bound is None else float(bound)
     start, scale = _invariant_start(fns, states[:, 0], names, scales or {})
     kept = kept_components(states.shape[-1], clock)
     ref_start = states[:, plan.n_init - 1]
@@ -395,7 +405,8 @@ def long_horizon(
                                             axis=-1))
     consts = {"fns": fns, "scale": scale, "limit": jnp.asarray(ESCAPE_FACTOR * bound, dtype),
               "tolerance": jnp.asarray(VALID_TOLERANCE, dtype), "bound": jnp.asarray(bound, dtype),
-              "centre": jnp.asarray(centre, dtype), "kept": jnp.asarray(kept, dtype)}
+              "centre": jnp.asarray(centre, dtype), "kept": jnp.asarray(kept, dtype),
+              "frame": jnp.asarray(frame, dtype)}
     use_reference = system is not None and integrator is not None and dt is not None
     reference = (system, integrator, jnp.asarray(dt, dtype)) if use_reference else None
     initial = model.initial_states(states, task)
@@ -406,7 +417,8 @@ def long_horizon(
     metrics = _summary_metrics(acc, plan, names, bound=bound,
                                method_name=integrator.name if use_reference else None)
     metrics.update(seconds=seconds, data_centre=[float(v) for v in centre],
-                   time_components=list(clock), valid_floor=VALID_FLOOR)
+                   time_components=list(clock), particle_dimension=particles,
+                   valid_floor=VALID_FLOOR)
     for i, name in enumerate(names):
         metrics["invariants"][name]["scale"] = float(scale[i])
     full = None
@@ -440,6 +452,8 @@ def long_horizon_rows(m: dict) -> list[tuple[str, str]]:
                              f"({fmt(m.get('seconds'))} s)")]
     clock = m.get("time_components") or []
     without = f", clock component{'s' * (len(clock) != 1)} {clock} left out" if clock else ""
+    if m.get("particle_dimension"):
+        without += f", centre-of-mass frame of {m['particle_dimension']}-D particles"
     esc = (f"{m['n_escaped']} of {m['n_trajectories']}   (distance from the data's mean > "
            f"{fmt(m['escape_bound'])}{without})")
     if m["n_escaped"]:

@@ -27,6 +27,9 @@ class AbstractSystem(eqx.Module):
     - `driven`: the state is $(q, p, \tau)$, ending with the time of an external force
       ($\dot\tau = 1$; a driven port-Hamiltonian system);
     - `labels`: the names of the state components (for plots);
+    - `particle_dimension`: `0`, or $k$ when the positions are particles in $k$
+      dimensions under forces of their differences (the cluster drifts with its total
+      momentum; long horizons measure escapes in its centre-of-mass frame);
     - `invariant_methods`: the conserved quantities as `(name, method)` pairs; the
       energy `("energy", "hamiltonian")` unless the system dissipates it;
     - `vector_field(z)`, `hamiltonian(z)` and `default_initial_conditions(dtype)`, a
@@ -42,6 +45,7 @@ class AbstractSystem(eqx.Module):
     separable: ClassVar[bool] = False
     driven: ClassVar[bool] = False
     labels: ClassVar[tuple[str, ...]] = ()
+    particle_dimension: ClassVar[int] = 0
     invariant_methods: ClassVar[tuple[tuple[str, str], ...]] = (("energy", "hamiltonian"),)
 
     @abc.abstractmethod

@@ -54,6 +54,7 @@ class _AbstractRing(AbstractSeparableSystem):
     invariant_methods: ClassVar[tuple[tuple[str, str], ...]] = (
         ("energy", "hamiltonian"), ("momentum", "momentum")
     )
+    particle_dimension: ClassVar[int] = 1
 
     @property
     @abc.abstractmethod

@@ -1,0 +1,499 @@
+r"""Work–precision: is a learned integrator more accurate than the classical ones at equal cost?
+
+From the first state $z^i_0$ of each trajectory $i = 1..B$ of the data (step $\Delta t$),
+the model (a window model: from the reference's first $T$ states) and the classical
+integrators run `horizon` $= N$ data steps against an accurate reference $r^i_t$.
+
+- **Reference**: 6th-order Gauss–Legendre with $s$ substeps per data step, $s = 4, 8,
+  \dots$ until two successive references agree at step $N$,
+  $\max_i \|r^{i,(s)}_N - r^{i,(s/2)}_N\|_\tau / \|r^{i,(s)}_N\|_\tau \le$
+  `REFERENCE_TOLERANCE`, or stop agreeing better (round-off), or $s$ reaches
+  `REFERENCE_MAX_SUBSTEPS`; the last agreement is its own error $e_r$. It is computed in
+  the data's dtype.
+- **Errors** of a run $z$, per trajectory: the state error
+  $\|z^i_N - r^i_N\|_\tau / \|r^i_N\|_\tau$, with $\|\cdot\|_\tau$ leaving out the clock
+  of a driven system (`_frame`), and, when the system has an `"energy"` invariant $H$,
+  $|H(z^i_N) - H(r^i_0)| / |H(r^i_0)|$ (divided by 1 where $H(r^i_0) = 0$); each
+  reported as the median and the worst over trajectories. A run that fails (a
+  non-finite state, an implicit solve that does not converge) has error $\infty$. The
+  **error of a run** that the comparison uses is its worst trajectory's state error.
+- **Throughput**: $B N / t$ states per second, $t$ the median of `TIMING_REPEATS` calls
+  of the compiled, batched run after a warm-up call (a call longer than
+  `LONG_CALL_SECONDS` is timed once); the warm-up's extra time is its compilation.
+- **Classical runs**: each method at $h = \Delta t / k$, $k = 1, 2, 4, \dots$ (one
+  compiled call serves every $k$), until its error is at most the floor
+  `FLOOR_FACTOR` $\cdot\, e_r$ (below it the reference cannot tell errors apart), or
+  stops decreasing below `PLATEAU_BELOW` (round-off; above it a run that is not yet
+  converging is refined on), or $k$ would pass `max_refinement`.
+- **Frontier**: the classical runs of finite error that no other run beats in both
+  error and throughput (at least as good in both, better in one).
+- **Ratios** (`compare`): with $e_m$, $v_m$ the model's error and throughput,
+  `frontier_ratio` $= e_c / e_m$ for the most accurate classical run with throughput
+  $\ge v_m$ (above 1 the model is more accurate at equal cost; `None` when every
+  classical run is slower than the model), and `equal_error_speedup` $= v_m / v_c$ for
+  the fastest classical run with error $\le e_m$ (`None` when none reaches it). In a
+  ratio $x/0 = \infty$ for $x > 0$ and $0/0 = \infty/\infty = 1$.
+
+Reference: E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations
+I*, 2nd ed., Springer 1993 (work–precision diagrams).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import numpy as np
+
+from .._validation import check_int
+from ..integrators import (METHODS, AbstractIntegrator, GaussLegendre6, IntegrationError,
+                           as_integrator, integrate)
+from ..models._base import AbstractModel
+from ..rollout import RolloutError, model_rollout
+from ..systems import AbstractSystem
+from ._frame import clock_components, kept_components
+from ._states import reference_states, values_at
+
+__all__ = ["work_precision", "WorkPrecision", "WorkPoint", "Comparison", "compare",
+           "pareto_frontier", "REFERENCE_TOLERANCE", "REFERENCE_FIRST_SUBSTEPS",
+           "REFERENCE_MAX_SUBSTEPS", "FLOOR_FACTOR", "PLATEAU_BELOW", "TIMING_REPEATS",
+           "LONG_CALL_SECONDS", "MAX_TRAJECTORIES"]
+
+REFERENCE_TOLERANCE = 1e-10
+"""Two successive references that agree this closely at the horizon end its refinement."""
+REFERENCE_FIRST_SUBSTEPS = 4
+"""The reference's first number of Gauss–Legendre substeps per data step."""
+REFERENCE_MAX_SUBSTEPS = 128
+"""The reference's largest number of substeps per data step."""
+FLOOR_FACTOR = 4.0
+"""A classical run within this multiple of the reference's own error is not refined."""
+PLATEAU_BELOW = 1e-2
+"""An error below this that stops decreasing as `k` doubles is round-off."""
+TIMING_REPEATS = 3
+"""Timed calls per run (their median is the time)."""
+LONG_CALL_SECONDS = 1.0
+"""A call that takes longer than this is timed once."""
+MAX_TRAJECTORIES = 64
+"""At most this many trajectories are measured (chosen by `key` when there are more)."""
+
+_FAILURES = (IntegrationError, RolloutError, eqx.EquinoxRuntimeError)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkPoint:
+    """One run of a work–precision diagram: the model's or a classical method's.
+
+    **Fields:** `method` (the integrator's name, or the model's class name), `k` (data
+    steps are taken in `k` steps of `h = dt / k`; `None` for the model), `h`,
+    `error_median`, `error_worst` (the relative state error at the horizon, over
+    trajectories; `inf` for a failed run), `energy_error_median`, `energy_error_worst`
+    (`None` without an energy invariant), `states_per_second`.
+    """
+
+    method: str
+    k: int | None
+    h: float
+    error_median: float
+    error_worst: float
+    energy_error_median: float | None
+    energy_error_worst: float | None
+    states_per_second: float
+
+    @property
+    def failed(self) -> bool:
+        """Whether the run did not reach the horizon (its error is not finite)."""
+        return not math.isfinite(self.error_worst)
+
+    def as_dict(self) -> dict:
+        """The fields as a JSON-able dict, with `failed`."""
+        return {**dataclasses.asdict(self), "failed": self.failed}
+
+    def label(self) -> str:
+        """`"name (h = Δt/k)"`, how a verdict names the run."""
+        step = "Δt" if self.k in (None, 1) else f"Δt/{self.k}"
+        return f"{self.method} (h = {step})"
+
+
+def _ratio(a: float, b: float) -> float:
+    """`a / b` with `x/0 = inf` for `x > 0`, `0/0 = inf/inf = 1`."""
+    if a == b:
+        return 1.0
+    return math.inf if b == 0 else a / b
+
+
+def pareto_frontier(points) -> tuple[WorkPoint, ...]:
+    """The points of finite error that no other point beats in both error and throughput
+    (at least as good in both, better in one), fastest first."""
+    kept, best = [], math.inf
+    for p in sorted(points, key=lambda p: (-p.states_per_second, p.error_worst)):
+        if p.error_worst < best:  # more accurate than every faster point (never inf)
+            kept.append(p)
+            best = p.error_worst
+    return tuple(kept)
+
+
+class Comparison(NamedTuple):
+    """What `compare` finds: the two ratios and the classical runs behind them
+    (`equal_cost`: the most accurate run at least as fast as the model; `equal_error`:
+    the fastest run at least as accurate; `fastest`: the fastest run), each `None` where
+    there is none."""
+
+    frontier_ratio: float | None
+    equal_error_speedup: float | None
+    equal_cost: WorkPoint | None
+    equal_error: WorkPoint | None
+    fastest: WorkPoint | None
+
+
+def compare(model: WorkPoint, points) -> Comparison:
+    """The ratios of the module documentation for the model's point against the classical
+    `points`: a pure function of the errors and throughputs."""
+    points = list(points)
+    fast = [p for p in points if p.states_per_second >= model.states_per_second]
+    equal_cost = min(fast, key=lambda p: (p.error_worst, -p.states_per_second), default=None)
+    accurate = [p for p in points if not p.failed and p.error_worst <= model.error_worst]
+    equal_error = max(accurate, key=lambda p: (p.states_per_second, -p.error_worst),
+                      default=None)
+    fastest = max(points, key=lambda p: (p.states_per_second, -p.error_worst), default=None)
+    return Comparison(
+        frontier_ratio=(None if equal_cost is None
+                        else _ratio(equal_cost.error_worst, model.error_worst)),
+        equal_error_speedup=(None if equal_error is None
+                             else _ratio(model.states_per_second, equal_error.states_per_second)),
+        equal_cost=equal_cost, equal_error=equal_error, fastest=fastest)
+
+
+def _times(x: float) -> str:
+    """A ratio for a sentence, to two significant digits: `38×`, `5.1×`, `1,200×`, `∞×`."""
+    if not math.isfinite(x):
+        return "∞×"
+    return f"{float(f'{x:.2g}'):,.0f}×" if x >= 10 else f"{x:.2g}×"
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkPrecision:
+    """What `work_precision` returns.
+
+    **Fields:** `model_point` (a `WorkPoint`), `points` (every classical run, method by
+    method, `k` increasing), `frontier` (`pareto_frontier` of `points`), `comparison` (a
+    `Comparison`), `reference_error`, `reference_substeps`, `error_floor`, `horizon`, `dt`,
+    `n_trajectories`, `clock_components`, `max_refinement`, `compile_seconds` (by method
+    name and the model's class name; a method the reference compiled has none), `model`,
+    `system` (class names), `dtype` (the data's).
+
+    **Properties:** `frontier_ratio`, `equal_error_speedup`, `metrics` (all as a JSON-able
+    dict; a failed run's `inf` becomes `null` in `geomlearn`'s JSON files); `verdict()`.
+    """
+
+    model_point: WorkPoint
+    points: tuple[WorkPoint, ...]
+    frontier: tuple[WorkPoint, ...]
+    comparison: Comparison
+    reference_error: float
+    reference_substeps: int
+    error_floor: float
+    horizon: int
+    dt: float
+    n_trajectories: int
+    clock_components: tuple[int, ...]
+    max_refinement: int
+    compile_seconds: dict
+    model: str
+    system: str
+    dtype: str
+
+    @property
+    def frontier_ratio(self) -> float | None:
+        """The error of the most accurate classical run at least as fast as the model over
+        the model's error (above 1: the model wins at equal cost)."""
+        return self.comparison.frontier_ratio
+
+    @property
+    def equal_error_speedup(self) -> float | None:
+        """The model's throughput over that of the fastest classical run as accurate."""
+        return self.comparison.equal_error_speedup
+
+    @property
+    def metrics(self) -> dict:
+        """The measurement as a JSON-able dict."""
+        c = self.comparison
+        run = lambda p: None if p is None else {"method": p.method, "k": p.k}  # noqa: E731
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                  if f.name != "comparison"}
+        return {**fields, "clock_components": list(self.clock_components),
+                "reference_method": GaussLegendre6.name,
+                "model_point": self.model_point.as_dict(),
+                "points": [p.as_dict() for p in self.points],
+                "frontier": [run(p) for p in self.frontier], "frontier_ratio": c.frontier_ratio,
+                "equal_error_speedup": c.equal_error_speedup,
+                "equal_cost_run": run(c.equal_cost), "equal_error_run": run(c.equal_error),
+                "compile_seconds": dict(self.compile_seconds), "verdict": self.verdict()}
+
+    def verdict(self) -> str:
+        """One line in plain words: who is more accurate at equal cost, and how much
+        faster the fastest classical run that reaches the model's error is."""
+        m, c = self.model_point, self.comparison
+        x = lambda a, b: _times(_ratio(a, b))  # noqa: E731
+        if m.failed:
+            return f"the model's rollout did not reach step {self.horizon}" + (
+                "; no classical run did either" if c.equal_error is None else
+                f"; the fastest classical run that did, {c.equal_error.label()}, runs at "
+                f"{x(c.equal_error.states_per_second, m.states_per_second)} the model's speed")
+        if c.equal_cost is None:
+            first = (f"the model is faster than every classical run, "
+                     f"{x(m.states_per_second, c.fastest.states_per_second)} the fastest, "
+                     f"{c.fastest.label()}")
+        elif c.frontier_ratio >= 1:
+            first = (f"at equal cost the model is {x(c.frontier_ratio, 1.0)} more accurate "
+                     f"than the best classical run, {c.equal_cost.label()}")
+        else:
+            first = (f"at equal cost {c.equal_cost.label()} is {x(1.0, c.frontier_ratio)} more "
+                     "accurate than the model")
+        if c.equal_error is None:
+            second = f"no classical run reaches the model's error with h ≥ Δt/{self.max_refinement}"
+        elif c.equal_cost is None and c.equal_error == c.fastest:
+            second = (f"that run is {x(m.error_worst, c.fastest.error_worst)} more accurate "
+                      "than the model")
+        elif c.equal_error_speedup < 1:
+            who = "it" if c.equal_error == c.equal_cost else c.equal_error.label()
+            second = f"reaching the model's error, {who} is {x(1.0, c.equal_error_speedup)} faster"
+        else:
+            second = (f"the model is {x(c.equal_error_speedup, 1.0)} faster than the fastest "
+                      f"classical run reaching its error, {c.equal_error.label()}")
+        return f"{first}; {second}"
+
+
+def _relative(z, r, weights) -> np.ndarray:
+    """Per trajectory, $\\|z - r\\|_\\tau / \\|r\\|_\\tau$ (`inf` where not finite)."""
+    z, r = np.asarray(z, dtype=np.float64), np.asarray(r, dtype=np.float64)
+    size = np.linalg.norm(r * weights, axis=-1)
+    err = np.linalg.norm((z - r) * weights, axis=-1) / np.where(size > 0, size, 1.0)
+    return np.where(np.isfinite(err), err, np.inf)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Judge:
+    """The errors and throughput of a run against the reference's states at the horizon."""
+
+    final: np.ndarray  # the reference at the horizon, (B, d) float64
+    weights: np.ndarray  # 0 at the clock components
+    energy: object  # the system's energy function, or None
+    energy0: np.ndarray | None  # the energy of the initial states, (B,) float64
+    n_states: int  # B · horizon
+
+    def point(self, method: str, k, h: float, final, seconds: float) -> WorkPoint:
+        """The `WorkPoint` of a run whose states at the horizon are `final` (`None`: failed)."""
+        errors = energies = np.full(len(self.final), np.inf)
+        if final is not None:
+            errors = _relative(final, self.final, self.weights)
+            if self.energy is not None:
+                values = np.asarray(values_at(self.energy, final[:, None]), np.float64)
+                energies = _relative(values, self.energy0[:, None], 1.0)
+        spread = [float(f(e)) for e in (errors, energies) for f in (np.median, np.max)]
+        return WorkPoint(method, k, float(h), *spread[:2],
+                         *(spread[2:] if self.energy is not None else (None, None)),
+                         self.n_states / max(seconds, 1e-12))
+
+
+def _timed_run(fn, repeats: int = TIMING_REPEATS):
+    """`(output, seconds)`: the median time of `repeats` calls of `fn` until the result is
+    ready (one call when it is longer than `LONG_CALL_SECONDS`); output `None` when the
+    run fails."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        try:
+            out = jax.block_until_ready(fn())
+        except _FAILURES:
+            out = None
+        times.append(time.perf_counter() - t0)
+        if times[-1] > LONG_CALL_SECONDS:
+            break
+    return out, float(np.median(times))
+
+
+def _reference(system, z0, dt: float, horizon: int, weights):
+    """`(states (B, horizon + 1, d), substeps, own error)` of the Gauss–Legendre reference
+    refined as the module documentation says."""
+    method, s = GaussLegendre6(), REFERENCE_FIRST_SUBSTEPS
+    previous, agreement = None, math.inf
+    while True:
+        try:
+            states = integrate(system, z0, dt, horizon, method=method, substeps=s)
+        except IntegrationError as e:
+            if 2 * s > REFERENCE_MAX_SUBSTEPS:
+                raise IntegrationError(f"the reference ({method.name}) failed with up to {s} "
+                                       f"substeps per data step: {e}") from None
+            previous, s = None, 2 * s
+            continue
+        if previous is not None:
+            new = float(np.max(_relative(previous[:, -1], states[:, -1], weights)))
+            if new <= REFERENCE_TOLERANCE or new >= agreement:
+                return states, s, new
+            agreement = new
+        if 2 * s > REFERENCE_MAX_SUBSTEPS:
+            return states, s, agreement
+        previous, s = states, 2 * s
+
+
+def _method_points(system, method, z0, dt, horizon, judge, floor, max_refinement):
+    """`(points, compile seconds)` of one classical method at `k = 1, 2, 4, …` (see the
+    module documentation for where the refinement ends)."""
+
+    def run(k):
+        return integrate(system, z0, dt, horizon, method=method, substeps=k)
+
+    _, warm = _timed_run(functools.partial(run, 1), 1)
+    points, k, compile_seconds = [], 1, 0.0
+    while k <= max_refinement:
+        out, seconds = _timed_run(functools.partial(run, k))
+        if k == 1:
+            compile_seconds = max(warm - seconds, 0.0)
+        point = judge.point(method.name, k, dt / k, None if out is None else out[:, -1], seconds)
+        before = points[-1].error_worst if points else math.inf
+        points.append(point)
+        if point.error_worst <= floor or (before < PLATEAU_BELOW and point.error_worst >= before):
+            break
+        k *= 2
+    return points, compile_seconds
+
+
+def _model_point(model, reference, dt: float, horizon: int, judge):
+    """`(point, compile seconds)` of the model's batched rollout for `horizon` steps from
+    the reference's first states (a window model's first `T`)."""
+    task = dataclasses.replace(model.task(data_dt=dt), nan_on_failure=True)
+    initial = model.initial_states(reference, task)
+    run = functools.partial(model_rollout, model, initial, horizon + 1, task)
+    _, warm = _timed_run(run, 1)
+    out, seconds = _timed_run(run)
+    final = None if out is None else out[:, horizon]
+    return judge.point(type(model).__name__, None, dt, final, seconds), max(warm - seconds, 0.0)
+
+
+def _checked_inputs(model, system, data, dt, horizon, max_refinement):
+    """`(states (B, n, d), dt, horizon, max_refinement)` after the checks of `work_precision`."""
+    if not isinstance(model, AbstractModel):
+        raise ValueError("model must be a geomlearn integrator (a geomlearn.models."
+                         f"AbstractModel), got {type(model).__name__}")
+    if not isinstance(system, AbstractSystem):
+        raise ValueError("system must be a geomlearn.systems.AbstractSystem (the known "
+                         f"dynamics of the data), got {type(system).__name__}")
+    horizon = check_int("horizon", horizon, minimum=1)
+    max_refinement = check_int("max_refinement", max_refinement, minimum=1)
+    states, dt = reference_states(data, dt)
+    if dt is None:
+        raise ValueError("the data's time step is needed: give a TrajectoryData, or the "
+                         "states with dt=")
+    d = states.shape[-1]
+    if system.dim != d or model.dim != d:
+        raise ValueError(f"dimensions disagree: the data's states have d={d}, "
+                         f"{type(system).__name__} has dim={system.dim}, "
+                         f"{type(model).__name__} has dim={model.dim}")
+    if not np.all(np.isfinite(np.asarray(states[:, 0]))):
+        raise ValueError("the data's initial states must be finite (NaN or inf found)")
+    return states, dt, horizon, max_refinement
+
+
+def _methods(system, methods) -> list:
+    """The classical integrators to run: the given ones (names or objects, each checked
+    against `system`), or every method of `METHODS` that applies to `system`."""
+    if methods is None:
+        return [m for m in map(as_integrator, METHODS) if _applies(m, system)]
+    if isinstance(methods, (str, AbstractIntegrator)):
+        methods = [methods]
+    found = {}
+    for method in map(as_integrator, methods):
+        method.check_system(system)
+        found.setdefault(method.name, method)
+    if not found:
+        raise ValueError(f"methods must name at least one integrator of {METHODS}, got []")
+    return list(found.values())
+
+
+def _applies(method, system) -> bool:
+    """Whether `method` can integrate `system` (`check_system` raises otherwise)."""
+    try:
+        method.check_system(system)
+    except ValueError:
+        return False
+    return True
+
+
+def _chosen(states, key):
+    """At most `MAX_TRAJECTORIES` trajectories of `states`, chosen at random by `key`."""
+    if states.shape[0] <= MAX_TRAJECTORIES:
+        return states
+    key = jax.random.PRNGKey(0) if key is None else key
+    pick = jax.random.choice(key, states.shape[0], (MAX_TRAJECTORIES,), replace=False)
+    return states[np.sort(np.asarray(pick))]
+
+
+def work_precision(model, system, data, *, horizon: int = 1000, methods=None, key=None,
+                   max_refinement: int = 256, dt: float | None = None) -> WorkPrecision:
+    r"""Compare a learned integrator with the classical integrators at equal cost.
+
+    Measures the model and every classical run as the module documentation says: their
+    error after `horizon` data steps against a converged reference and their throughput,
+    the classical runs at $h = \Delta t / k$ for $k = 1, 2, 4, \dots$; then the frontier
+    and the two ratios.
+
+    **Arguments:**
+
+    - `model`: a geomlearn model (an `AbstractModel`; a window model needs a fixed
+      `seq_length`).
+    - `system`: the `geomlearn.systems` system the data come from.
+    - `data`: a `TrajectoryData`, or states `(B, n, d)` (or one trajectory `(n, d)`)
+      with `dt`; only the first state of each trajectory is used.
+    - `horizon`: the number of data steps $N \ge 1$.
+    - `methods`: the classical integrators (names of `geomlearn.integrators.METHODS` or
+      `AbstractIntegrator`s); default every method that applies to `system` (those for
+      separable systems only when it is separable).
+    - `key`: a PRNG key choosing `MAX_TRAJECTORIES` trajectories when there are more.
+    - `max_refinement`: the largest `k` of a classical run.
+    - `dt`: the time step of array `data`.
+
+    **Returns:** a `WorkPrecision` (`frontier_ratio`, `equal_error_speedup`, `metrics`,
+    `verdict()`).
+
+    **Raises:** `ValueError` for a model that is not a geomlearn model, dimensions that
+    disagree, `horizon < 1`, an unknown method or one that does not apply to `system`;
+    `IntegrationError` when the reference itself fails.
+
+    ```python
+    result = gl.work_precision(model, gl.systems.Pendulum(), test, horizon=1000)
+    print(result.verdict())
+    result.metrics["frontier_ratio"], result.metrics["equal_error_speedup"]
+    ```
+    """
+    states, dt, horizon, max_refinement = _checked_inputs(
+        model, system, data, dt, horizon, max_refinement)
+    integrators = _methods(system, methods)
+    clock = clock_components(system, states)
+    weights = kept_components(states.shape[-1], clock)
+    z0 = _chosen(states, key)[:, 0]
+    reference, substeps, reference_error = _reference(system, z0, dt, horizon, weights)
+    energy = system.invariants.get("energy")
+    judge = _Judge(
+        final=np.asarray(reference[:, -1], dtype=np.float64), weights=weights, energy=energy,
+        energy0=None if energy is None else np.asarray(values_at(energy, reference[:, :1]))[:, 0],
+        n_states=int(z0.shape[0]) * horizon)
+    model_point, compile_seconds = _model_point(model, reference, dt, horizon, judge)
+    compiled = {type(model).__name__: compile_seconds}
+    floor = FLOOR_FACTOR * reference_error
+    points = []
+    for method in integrators:
+        found, compiled[method.name] = _method_points(
+            system, method, z0, dt, horizon, judge, floor, max_refinement)
+        points.extend(found)
+    return WorkPrecision(
+        model_point=model_point, points=tuple(points), frontier=pareto_frontier(points),
+        comparison=compare(model_point, points), reference_error=reference_error,
+        reference_substeps=substeps, error_floor=floor, horizon=horizon, dt=dt,
+        n_trajectories=int(z0.shape[0]), clock_components=tuple(clock),
+        max_refinement=max_refinement, compile_seconds=compiled, model=type(model).__name__,
+        system=type(system).__name__, dtype=str(states.dtype))

@@ -1,0 +1,339 @@
+"""Work–precision: the model's error and throughput against the classical integrators at
+steps Δt/k, the frontier and the two ratios. No assertion here depends on a timing: the
+errors are checked against theory (an exact flow map, the methods' orders, the clock of
+a driven system) and the ratios on hand-made points."""
+
+import json
+import math
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import geomlearn as gl
+from geomlearn.evaluation import _work_precision as wp
+from geomlearn.evaluation._work_precision import (
+    REFERENCE_TOLERANCE,
+    WorkPoint,
+    WorkPrecision,
+    compare,
+    pareto_frontier,
+    work_precision,
+)
+from geomlearn.integrators import ORDERS, RK4, IntegrationError, integrate
+from geomlearn.models import AbstractFeedForwardIntegrator
+from geomlearn.systems import AbstractSystem, ForcedMassSpring, HarmonicOscillator
+
+DT, HORIZON, MAX_K = 0.1, 100, 64
+"""The harmonic oscillator (ω = 1) at Δt = 0.1 over 100 steps, classical runs to h = Δt/64."""
+
+
+def rotation(dt):
+    """The exact flow of q' = p, p' = −q over `dt`: exp(J dt) with J = [[0, 1], [−1, 0]]."""
+    c, s = np.cos(dt), np.sin(dt)
+    return jnp.asarray([[c, s], [-s, c]], dtype=jnp.float64)
+
+
+class ExactFlow(AbstractFeedForwardIntegrator):
+    """The harmonic oscillator's exact flow map over Δt: a perfect learned integrator."""
+
+    structure: ClassVar[str] = "symplectic"
+    dim: int = eqx.field(static=True)
+    matrix: jax.Array
+
+    def __init__(self, dt, *, key=None, dtype=None):
+        self.dim, self.matrix = 2, rotation(dt)
+
+    def __call__(self, z, h=None):
+        return self.matrix.astype(z.dtype) @ z
+
+
+class CostlyIdentity(AbstractFeedForwardIntegrator):
+    """The identity map at the cost of thousands of rotations (each undone at once): a
+    model that does not advance, and is slower than one classical step by a wide margin,
+    so that classical runs as fast as it exist without any timing being assumed close."""
+
+    structure: ClassVar[str] = "symplectic"
+    dim: int = eqx.field(static=True)
+    matrix: jax.Array
+
+    def __init__(self, dt, *, key=None, dtype=None):
+        self.dim, self.matrix = 2, rotation(dt)
+
+    def __call__(self, z, h=None):
+        m = self.matrix.astype(z.dtype)
+        return jax.lax.fori_loop(0, 4096, lambda _, x: m.T @ (m @ x), z)
+
+
+class RK4Step(AbstractFeedForwardIntegrator):
+    """One RK4 step of `system` over `dt`: the same arithmetic as the classical RK4 run
+    at k = 1."""
+
+    structure: ClassVar[str] = "none"
+    dim: int = eqx.field(static=True)
+    system: AbstractSystem = eqx.field(static=True)
+    dt: jax.Array
+
+    def __init__(self, system, dt, *, key=None, dtype=None):
+        self.dim, self.system, self.dt = system.dim, system, jnp.asarray(dt, jnp.float64)
+
+    def __call__(self, z, h=None):
+        return RK4().step(self.system, z, self.dt.astype(z.dtype))[0]
+
+
+def oscillator_data():
+    system = HarmonicOscillator()
+    z0 = system.default_initial_conditions(jnp.float64)
+    return system, gl.TrajectoryData(integrate(system, z0, DT, 10, method="gauss_legendre6"), DT)
+
+
+@pytest.fixture(scope="module")
+def exact():
+    system, data = oscillator_data()
+    return work_precision(ExactFlow(DT), system, data, horizon=HORIZON, max_refinement=MAX_K)
+
+
+def by_method(result, name):
+    return [p for p in result.points if p.method == name]
+
+
+def test_an_exact_flow_map_is_accurate_to_round_off_and_beats_every_run_at_the_data_step(exact):
+    """The exact flow's error is round-off, far below every classical run at h = Δt; the
+    reference converged; the ratios are those of `compare` on the measured points and
+    say the model is the more accurate one at equal cost (when a classical run is as
+    fast); the metrics are JSON."""
+    m = exact.model_point
+    assert exact.reference_error <= REFERENCE_TOLERANCE
+    assert m.error_worst < 1e-12 and m.energy_error_worst < 1e-12 and m.k is None
+    at_dt = [p for p in exact.points if p.k == 1]
+    assert {p.method for p in at_dt} == set(ORDERS)  # every method applies: H is separable
+    assert all(p.error_worst > 100 * m.error_worst for p in at_dt)
+    assert exact.comparison == compare(m, exact.points)
+    assert exact.frontier == pareto_frontier(exact.points)
+    if exact.frontier_ratio is None:
+        assert exact.verdict().startswith("the model is faster than every classical run")
+    else:
+        assert exact.frontier_ratio > 1
+        assert exact.verdict().startswith("at equal cost the model is")
+    if exact.equal_error_speedup is not None:  # a run as accurate as round-off
+        assert exact.comparison.equal_error.error_worst <= m.error_worst
+    metrics = json.loads(json.dumps(exact.metrics))
+    assert metrics["frontier_ratio"] == exact.frontier_ratio
+    assert len(metrics["points"]) == len(exact.points) and metrics["clock_components"] == []
+
+
+def test_a_map_that_does_not_advance_loses_at_equal_cost():
+    """Negative control: the identity map (at the cost of thousands of matrix products
+    per step) is less accurate than every classical run at h = Δt, and the most accurate
+    classical run as fast as it beats it: frontier_ratio < 1."""
+    system, data = oscillator_data()
+    result = work_precision(CostlyIdentity(DT), system, data, horizon=HORIZON,
+                            methods=["euler", "stormer_verlet", "rk4"], max_refinement=MAX_K)
+    m = result.model_point
+    assert m.error_worst > 1.0  # ten radians round the circle, not moved
+    assert all(p.error_worst < m.error_worst for p in result.points if p.k == 1)
+    assert result.frontier_ratio is not None and result.frontier_ratio < 1
+    assert " more accurate than the model" in result.verdict()
+
+
+@pytest.mark.parametrize("name, symmetric", [("stormer_verlet", True), ("rk4", False)])
+def test_the_classical_errors_fall_at_the_methods_order(exact, name, symmetric):
+    """Halving h divides the error at the horizon by 2^p (Störmer–Verlet 4, RK4 16): the
+    error is C h^p (1 + O(h^q)), with q = 2 for a symmetric method and q = 1 otherwise, so
+    at ωh ≤ ωΔt = 0.1 the ratio is within a factor 1 ± (ωΔt)^q of 2^p (measured on the
+    first halvings, far above the reference's error)."""
+    points = by_method(exact, name)
+    assert [p.k for p in points[:4]] == [1, 2, 4, 8]
+    p, tolerance = ORDERS[name], DT ** (2 if symmetric else 1)
+    for coarse, fine in zip(points[:3], points[1:4]):
+        assert fine.error_worst > 1e3 * exact.reference_error
+        ratio = coarse.error_worst / fine.error_worst
+        assert abs(ratio / 2**p - 1) <= tolerance, (coarse.k, ratio)
+
+
+def test_the_refinement_stops_at_the_reference_floor(exact):
+    """A method refines until its error is within the floor (a high order reaches it
+    before max_refinement), and never past max_refinement."""
+    yoshida6 = by_method(exact, "yoshida6")
+    assert yoshida6[-1].error_worst <= exact.error_floor < yoshida6[-2].error_worst
+    assert yoshida6[-1].k < MAX_K
+    assert all(p.k <= MAX_K for p in exact.points)
+    assert [p.k for p in by_method(exact, "euler")] == [2**i for i in range(7)]
+
+
+def test_the_clock_of_a_driven_system_is_left_out():
+    """Forced mass–spring (q, p, τ): the errors are those of (q, p) against the
+    reference, recomputed here; measured with τ (which grows to the horizon's time) they
+    would be several times smaller. The model (one RK4 step) and the classical RK4 run at
+    k = 1 are the same arithmetic, so their errors agree; the system has no energy
+    invariant."""
+    system = ForcedMassSpring()
+    z0 = system.default_initial_conditions(jnp.float64)
+    states = integrate(system, z0, DT, 5, method="gauss_legendre6")
+    result = work_precision(RK4Step(system, DT), system, np.asarray(states), dt=DT,
+                            horizon=HORIZON, methods="rk4", max_refinement=1)
+    assert result.clock_components == (2,)
+    m, (rk4,) = result.model_point, result.points
+    assert m.energy_error_worst is None and rk4.energy_error_worst is None
+    assert m.error_worst == pytest.approx(rk4.error_worst, rel=1e-8)
+    ref = np.asarray(integrate(system, z0, DT, HORIZON, method="gauss_legendre6",
+                               substeps=result.reference_substeps))[:, -1]
+    model = np.asarray(gl.iterate(RK4Step(system, DT), z0, HORIZON + 1))[:, -1]
+    kept = np.linalg.norm((model - ref)[:, :2], axis=-1) / np.linalg.norm(ref[:, :2], axis=-1)
+    whole = np.linalg.norm(model - ref, axis=-1) / np.linalg.norm(ref, axis=-1)
+    assert m.error_worst == pytest.approx(np.max(kept), rel=1e-8)
+    assert m.error_median == pytest.approx(np.median(kept), rel=1e-8)
+    assert np.max(whole) < 0.5 * m.error_worst
+
+
+# --- the ratios on hand-made points ----------------------------------------------------
+
+
+def point(method, k, error, speed):
+    return WorkPoint(method, k, DT / (k or 1), error, error, None, None, speed)
+
+
+def result_of(model, points):
+    """A `WorkPrecision` around hand-made points (for its verdict)."""
+    return WorkPrecision(model, tuple(points), pareto_frontier(points), compare(model, points),
+                         1e-14, 8, 4e-14, HORIZON, DT, 3, (), MAX_K, {}, "M", "S", "float64")
+
+
+FAST_COARSE = point("verlet", 1, 1e-2, 200.0)
+SLOW_FINE = point("yoshida6", 2, 1e-4, 50.0)
+SLOWER_FINER = point("yoshida6", 4, 1e-5, 10.0)
+DOMINATED = point("euler", 1, 2e-2, 150.0)
+FAILED = point("euler", 1, math.inf, 1000.0)
+POINTS = [FAST_COARSE, SLOW_FINE, SLOWER_FINER, DOMINATED, FAILED]
+
+
+def test_the_frontier_keeps_the_runs_no_other_beats_in_both_error_and_speed():
+    assert pareto_frontier(POINTS) == (FAST_COARSE, SLOW_FINE, SLOWER_FINER)
+    assert pareto_frontier([FAILED]) == ()
+    twin = point("twin", 1, 1e-2, 300.0)  # as accurate as FAST_COARSE, faster: beats it
+    assert pareto_frontier([FAST_COARSE, twin]) == (twin,)
+
+
+def test_the_model_wins_at_equal_cost_and_loses_at_equal_error():
+    """Model at error 1e-3 and 100 states/s: the most accurate run as fast is the
+    failed one or FAST_COARSE (1e-2, taken: the failed one's error is infinite) →
+    frontier_ratio 10; the fastest run at least as accurate is SLOW_FINE (50 states/s)
+    → equal_error_speedup 2."""
+    model = point("M", None, 1e-3, 100.0)
+    c = compare(model, POINTS)
+    assert c.frontier_ratio == pytest.approx(10.0) and c.equal_cost == FAST_COARSE
+    assert c.equal_error_speedup == pytest.approx(2.0) and c.equal_error == SLOW_FINE
+    assert c.fastest == FAILED
+    assert result_of(model, POINTS).verdict() == (
+        "at equal cost the model is 10× more accurate than the best classical run, verlet "
+        "(h = Δt); the model is 2× faster than the fastest classical run reaching its "
+        "error, yoshida6 (h = Δt/2)")
+
+
+def test_a_classical_run_wins_at_equal_cost_and_at_equal_error():
+    model = point("M", None, 1e-2, 100.0)
+    fine_fast = point("yoshida6", 1, 2.5e-4, 510.0)
+    c = compare(model, [fine_fast, DOMINATED])
+    assert c.frontier_ratio == pytest.approx(0.025) and c.equal_error_speedup == pytest.approx(
+        100 / 510)
+    assert result_of(model, [fine_fast, DOMINATED]).verdict() == (
+        "at equal cost yoshida6 (h = Δt) is 40× more accurate than the model; reaching "
+        "the model's error, it is 5.1× faster")
+
+
+def test_the_ratios_are_none_where_no_classical_run_qualifies():
+    """A model faster than every run has no frontier_ratio (the verdict says how much
+    faster than the fastest); one more accurate than every run has no
+    equal_error_speedup."""
+    model = point("M", None, 1e-7, 1e4)
+    c = compare(model, [FAST_COARSE, SLOW_FINE])
+    assert c.frontier_ratio is None and c.equal_error_speedup is None
+    assert c.equal_cost is None and c.equal_error is None and c.fastest == FAST_COARSE
+    assert result_of(model, [FAST_COARSE, SLOW_FINE]).verdict() == (
+        "the model is faster than every classical run, 50× the fastest, verlet (h = Δt); "
+        f"no classical run reaches the model's error with h ≥ Δt/{MAX_K}")
+    assert compare(model, []) == (None, None, None, None, None)
+    coarse_model = point("M", None, 0.1, 1e4)  # the fastest run is also more accurate
+    assert result_of(coarse_model, [FAST_COARSE, SLOW_FINE]).verdict() == (
+        "the model is faster than every classical run, 50× the fastest, verlet (h = Δt); "
+        "that run is 10× more accurate than the model")
+
+
+def test_ratio_conventions_at_zero_and_infinite_errors():
+    """x/0 = ∞ for a model of error 0; a failed model (error ∞) has ratio 0 against a
+    run that completed and says so in its verdict."""
+    exact_model = point("M", None, 0.0, 100.0)
+    assert compare(exact_model, [FAST_COARSE]).frontier_ratio == math.inf
+    assert compare(exact_model, [point("GL", 1, 0.0, 200.0)]).frontier_ratio == 1.0
+    failed = point("M", None, math.inf, 100.0)
+    c = compare(failed, POINTS)
+    assert c.frontier_ratio == 0.0 and c.equal_error == FAST_COARSE
+    assert result_of(failed, POINTS).verdict().startswith(
+        f"the model's rollout did not reach step {HORIZON}; the fastest classical run that "
+        "did, verlet (h = Δt), runs at 2× the model's speed")
+
+
+def test_the_refinement_stops_at_the_floor_or_at_a_plateau_below_its_band(monkeypatch):
+    """The stopping rule on made-up errors e(k) (the integration replaced): a failed run
+    and an error that grows while above PLATEAU_BELOW (not converging yet) are refined
+    on; below it an error that stops falling ends the refinement (round-off), and so
+    does an error within the floor."""
+    sequence = {1: None, 2: 0.3, 4: 0.5, 8: 1e-4, 16: 1e-9, 32: 2e-9, 64: 1e-10}
+    reference = np.ones((2, 2))
+
+    def fake_integrate(system, z0, dt, n_steps, *, method, substeps):
+        if sequence[substeps] is None:
+            raise IntegrationError("made up")
+        return jnp.asarray(np.broadcast_to(reference[:, None] * (1 + sequence[substeps]), (2, 3, 2)))
+
+    monkeypatch.setattr(wp, "integrate", fake_integrate)
+    judge = wp._Judge(final=reference, weights=np.ones(2), energy=None, energy0=None,
+                      n_states=4)
+    run = lambda floor, k: wp._method_points(  # noqa: E731
+        HarmonicOscillator(), RK4(), None, DT, 2, judge, floor, k)
+    points, _ = run(1e-12, 256)
+    assert [p.k for p in points] == [1, 2, 4, 8, 16, 32]
+    assert points[0].failed and points[-1].error_worst == pytest.approx(2e-9)
+    assert [p.k for p in run(1e-8, 256)[0]] == [1, 2, 4, 8, 16]
+    assert [p.k for p in run(1e-12, 10)[0]] == [1, 2, 4, 8]
+
+
+def test_many_trajectories_are_thinned_to_a_sample_chosen_by_the_key(key):
+    """Beyond MAX_TRAJECTORIES trajectories a sample of that many distinct ones, in
+    their order, the same for the same key; fewer are all kept."""
+    states = jnp.arange(2.0 * (wp.MAX_TRAJECTORIES + 6)).reshape(-1, 1, 2)
+    k = key()
+    chosen = np.asarray(wp._chosen(states, k))
+    firsts = chosen[:, 0, 0]
+    assert chosen.shape == (wp.MAX_TRAJECTORIES, 1, 2)
+    assert np.all(np.diff(firsts) > 0) and set(firsts) <= set(np.asarray(states)[:, 0, 0])
+    assert np.array_equal(chosen, np.asarray(wp._chosen(states, k)))
+    assert not np.array_equal(chosen, np.asarray(wp._chosen(states, key())))
+    assert wp._chosen(states[:5], k).shape == (5, 1, 2)
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+
+def bad(match, model=None, system=None, data=None, **kwargs):
+    system_, data_ = oscillator_data()
+    with pytest.raises(ValueError, match=match):
+        work_precision(ExactFlow(DT) if model is None else model, system or system_,
+                       data_ if data is None else data, **kwargs)
+
+
+def test_bad_input_is_a_value_error_naming_what_was_expected():
+    bad(r"dimensions disagree: the data's states have d=3, HarmonicOscillator has dim=2",
+        data=np.zeros((2, 4, 3)), dt=DT)
+    bad(r"horizon must be >= 1, got 0", horizon=0)
+    bad(r"method must be one of .* got 'rk5'", methods=["rk4", "rk5"])
+    bad(r"methods must name at least one integrator", methods=[])
+    bad(r"'yoshida4' needs a separable", model=RK4Step(ForcedMassSpring(), DT),
+        system=ForcedMassSpring(), data=np.zeros((2, 4, 3)), dt=DT, methods="yoshida4")
+    bad(r"model must be a geomlearn integrator .* got function", model=lambda z: z)
+    bad(r"system must be a geomlearn.systems.AbstractSystem", system="oscillator")
+    bad(r"the data's time step is needed", data=np.zeros((2, 4, 2)))
+    bad(r"initial states must be finite", data=np.full((2, 4, 2), np.nan), dt=DT)
