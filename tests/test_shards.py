@@ -19,7 +19,9 @@ or more) fails.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import subprocess
 import sys
 import time
 
@@ -69,7 +71,63 @@ def test_shard_refuses_impossible_requests():
         data.shard(0, 0)
 
 
-def test_normal_equations_per_shard_equal_the_unsharded_ones():
+# Four CPU devices in one process need XLA_FLAGS before JAX starts: the check runs as a
+# child process. Its negative control replaces the all-reduce by the identity, as a
+# version that forgot it would: each shard then keeps its own partial sums.
+_FOUR_DEVICES = r"""
+import json, sys
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+import geomlearn as gl
+from geomlearn.second_order import _normal_equations
+
+assert len(jax.devices()) == 4, jax.devices()
+x = jnp.linspace(0.0, 1.0, 12)
+y = 2.0 * jnp.exp(-1.5 * x)
+params = {"a": jnp.array(1.0), "b": jnp.array(0.3)}
+
+def residual(p, xi, yi):
+    return p["a"] * jnp.exp(p["b"] * xi) - yi
+
+mesh = Mesh(np.asarray(jax.devices()), ("batch",))
+sharding = NamedSharding(mesh, PartitionSpec("batch"))
+x_s, y_s = jax.device_put(x, sharding), jax.device_put(y, sharding)
+
+def gap(**kw):
+    plain = gl.second_order.normal_equations(residual, params, x, y, chunk_size=2)
+    sharded = gl.second_order.normal_equations(residual, params, x_s, y_s, chunk_size=2,
+                                               sharding=sharding)
+    return max(float(np.max(np.abs(np.asarray(b) - np.asarray(a)) / (1e-300 + np.max(np.abs(np.asarray(a))))))
+               for a, b in zip(plain, sharded))
+
+out = {"gap": gap()}
+lm = gl.LevenbergMarquardt(chunk_size=2, max_tries=1)
+_, _, info = jax.jit(lambda p, s: lm.step(p, s, residual, x_s, y_s, sharding=sharding))(
+    params, lm.init(params))
+out["counts"] = np.asarray(info.shard_samples).tolist()
+_normal_equations.jax.lax.psum = lambda v, axes: v  # negative control: no all-reduce
+out["gap_without_all_reduce"] = gap()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_normal_equations_on_four_devices_equal_the_unsharded_ones():
+    env = {**os.environ, "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    done = subprocess.run([sys.executable, "-c", _FOUR_DEVICES], env=env, text=True,
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["gap"] < 1e-14  # the same sums in another order
+    assert out["counts"] == [3, 3, 3, 3]  # every shard counted its own 3 samples once
+    assert out["gap_without_all_reduce"] > 0.1  # negative control: one shard's part only
+
+
+def test_sharding_that_does_not_split_the_sample_axis_is_refused():
     import jax
     import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -77,25 +135,9 @@ def test_normal_equations_per_shard_equal_the_unsharded_ones():
     import geomlearn as gl
 
     x = jnp.linspace(0.0, 1.0, 10)
-    y = 2.0 * jnp.exp(-1.5 * x)
-    params = {"a": jnp.array(1.0), "b": jnp.array(0.3)}
-
-    def residual(p, xi, yi):
-        return p["a"] * jnp.exp(p["b"] * xi) - yi
-
     mesh = Mesh(np.asarray(jax.devices()[:1]), ("batch",))
-    sharding = NamedSharding(mesh, PartitionSpec("batch"))
-    plain = gl.second_order.normal_equations(residual, params, x, y, chunk_size=4)
-    sharded = gl.second_order.normal_equations(residual, params, x, y, chunk_size=4,
-                                               sharding=sharding)
-    for a, b in zip(plain, sharded):
-        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-14)
-    lm = gl.LevenbergMarquardt(chunk_size=4, max_tries=1)
-    _, _, info = jax.jit(lambda p, s: lm.step(p, s, residual, x, y, sharding=sharding))(
-        params, lm.init(params))
-    assert np.asarray(info.shard_samples).tolist() == [10]  # every sample counted once
     with pytest.raises(ValueError, match="splits the leading"):
-        gl.second_order.normal_equations(residual, params, x, y,
+        gl.second_order.normal_equations(lambda p, xi, yi: p["a"] * xi - yi, {"a": 1.0}, x, x,
                                          sharding=NamedSharding(mesh, PartitionSpec()))
 
 
