@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pathlib
 import sys
+import textwrap
 
 import numpy as np
 
@@ -37,7 +38,9 @@ def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
     """Write a report figure: the rollout against the reference in phase space, the
     invariant error over time, the loss curves, and — for an evaluation with a long
     horizon (`evaluate(..., horizon=N)`) — the invariant drift against the step on
-    logarithmic axes up to the horizon, with the escapes marked. The rollout's title
+    logarithmic axes up to the horizon, with the escapes marked, and — with the metrics
+    of `geomlearn.work_precision` under `"work_precision"` — the model's error and speed
+    among the classical integrators' (a work–precision diagram). The rollout's title
     gives the trajectory error over the whole reference next to the identity map's.
 
     **Arguments:** `path` (an image file); `history` (from `fit`); `evaluation` (the
@@ -57,12 +60,15 @@ def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
     d = reference.shape[-1]
     a, b = (0, d // 2) if canonical else (0, min(1, d - 1))
     name = lambda i: labels[i] if i < len(labels) else f"z{i + 1}"  # noqa: E731
-    long = evaluation.long_horizon
-    if long is None:
+    long, classical = evaluation.long_horizon, evaluation.get("work_precision")
+    n_panels = 3 + (long is not None) + (classical is not None)
+    if n_panels == 3:
         fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
     else:
-        fig, grid = plt.subplots(2, 2, figsize=(12, 8.8))
-        axes = grid.ravel()
+        fig, grid = plt.subplots(2, n_panels - 2, figsize=(6 * (n_panels - 2), 8.8))
+        axes = list(grid.ravel())
+        if n_panels == 5:
+            axes.pop().set_axis_off()
     ax = axes[0]
     ref, pred = np.asarray(reference[0]), np.asarray(rollout[0])
     ax.plot(ref[:, a], ref[:, b], "k-", lw=2.5, alpha=0.35, label="reference")
@@ -93,6 +99,8 @@ def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
     _loss_panel(ax, history, loss_name)
     if long is not None:
         _long_horizon_panel(axes[3], long)
+    if classical is not None:
+        _work_precision_panel(axes[-1], classical)
     on = metrics["system"] if metrics["system"] is not None else "data"
     fig.suptitle(f"{metrics['model']} on {on} ({metrics['structure']})")
     fig.tight_layout()
@@ -230,6 +238,26 @@ def _long_horizon_panel(ax, long) -> None:
     n = m["n_trajectories"]
     ax.set_title(f"long horizon: {m['horizon']} steps from {n} state{'s' * (n != 1)}")
     ax.legend(loc="best", fontsize=8)
+
+
+def _work_precision_panel(ax, measured: dict) -> None:
+    """The error at the horizon against states per second (log–log): each classical
+    method over its steps Δt/k, the model as a star, the verdict as the title."""
+    by_method: dict[str, list] = {}
+    for point in measured["points"]:
+        if not point["failed"]:
+            by_method.setdefault(point["method"], []).append(point)
+    for i, (method, points) in enumerate(by_method.items()):
+        ax.loglog([p["states_per_second"] for p in points], [p["error_worst"] for p in points],
+                  f"C{i % 10}.-", lw=1, ms=4, label=method)
+    model = measured["model_point"]
+    if not model["failed"]:
+        ax.loglog([model["states_per_second"]], [model["error_worst"]], "r*", ms=14,
+                  label=f"{model['method']} (the model)")
+    ax.set_xlabel("states per second")
+    ax.set_ylabel(f"worst relative error at step {measured['horizon']}")
+    ax.set_title("\n".join(textwrap.wrap(measured["verdict"], 60)), fontsize=8)
+    ax.legend(loc="best", fontsize=7)
 
 
 def _loss_panel(ax, history: dict, loss_name: str) -> None:

@@ -57,6 +57,13 @@ def test_train_writes_every_file(pendulum_run, capsys):
     assert set(metrics["trajectory_error"]) == {"1", "10", "100"}
     assert "energy" in metrics["invariant_drift"]
     assert metrics["structure_residual"]["symplecticity"] < 1e-12  # float64 in the test suite
+    # a known system: the model against the classical integrators at equal cost
+    measured = metrics["work_precision"]
+    assert measured["verdict"] == metrics["against_classical"] and measured["horizon"] == 1000
+    assert (metrics["frontier_ratio"], metrics["equal_error_speedup"]) == (
+        measured["frontier_ratio"], measured["equal_error_speedup"])
+    assert {"stormer_verlet", "rk4", "gauss_legendre6"} <= {p["method"] for p in measured["points"]}
+    assert measured["model_point"]["method"] == "GSympNet"
     history = strict_json(out / "history.json")
     assert history["epoch"] == list(range(1, 11)) and len(history["val_loss"]) == 10
     run = strict_json(out / "run.json")
@@ -89,6 +96,7 @@ def test_evaluate_and_check_a_run(pendulum_run, capsys):
     assert after["trajectory_error"] == pytest.approx(before["trajectory_error"], rel=1e-12)
     text = capsys.readouterr().out
     assert "trajectory error" in text and "energy drift" in text
+    assert f"vs classical            {after['against_classical']}" in text
     assert cli.main(["check", str(out)]) == 0
     text = capsys.readouterr().out
     assert "symplecticity" in text and "PASS" in text and "FAIL" not in text

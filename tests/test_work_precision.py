@@ -290,10 +290,9 @@ def test_the_refinement_stops_at_the_floor_or_at_a_plateau_below_its_band(monkey
         return jnp.asarray(np.broadcast_to(reference[:, None] * (1 + sequence[substeps]), (2, 3, 2)))
 
     monkeypatch.setattr(wp, "integrate", fake_integrate)
-    judge = wp._Judge(final=reference, weights=np.ones(2), energy=None, energy0=None,
-                      n_states=4)
+    judge = wp._Judge(final=reference, weights=np.ones(2), energy=None, energy0=None)
     run = lambda floor, k: wp._method_points(  # noqa: E731
-        HarmonicOscillator(), RK4(), None, DT, 2, judge, floor, k)
+        HarmonicOscillator(), RK4(), reference, DT, 2, judge, floor, k)
     points, _ = run(1e-12, 256)
     assert [p.k for p in points] == [1, 2, 4, 8, 16, 32]
     assert points[0].failed and points[-1].error_worst == pytest.approx(2e-9)

@@ -185,6 +185,12 @@ def _verdict(metrics, history, baselines, unit) -> list[tuple[str, str]]:
     return rows + [("learned", "yes" if reason is None else f"NOT TRAINED: {reason}")]
 
 
+def _classical_rows(metrics) -> list[tuple[str, str]]:
+    """The summary's line on the classical integrators at equal cost (none without)."""
+    verdict = metrics.get("against_classical")
+    return [] if verdict is None else [("vs classical", verdict)]
+
+
 def _finish(out, *, spec, model, system, held_out, fit_options, run, history, how, fit_seconds,
             started, on, horizon, limits, baselines) -> int:
     """Evaluate the trained model (against `system`, or `None` for a user's file; `on`
@@ -207,7 +213,7 @@ def _finish(out, *, spec, model, system, held_out, fit_options, run, history, ho
     if spec.report(out / "report.png", run=run, history=history, evaluation=result):
         wrote.append("report.png")
     extra = [("trainer", how), (unit, f"{metrics['epochs']} in {fit_seconds:.3g} s; {ended}"),
-             *verdict]
+             *verdict, *_classical_rows(metrics)]
     if "kept_epoch" in metrics:
         extra.append(("kept", f"epoch {metrics['kept_epoch']}: latent rollout error "
                               f"{fmt(metrics['kept_score'])} on the {history['kept_score_on']}"))
@@ -314,7 +320,8 @@ def evaluate(args) -> int:
     if history is not None:
         spec.report(out / "report.png", run=run, history=history, evaluation=result)
     on = metrics["system"] or run.get("system") or pathlib.Path(run["data_file"]["path"]).name
-    print(result.summary(title=f"{metrics['model']} on {on} ({out})", metrics=metrics))
+    print(result.summary(title=f"{metrics['model']} on {on} ({out})", metrics=metrics,
+                         extra=_classical_rows(metrics)))
     _warn_if_escaped(result)
     if metrics.get("trained") is False:
         print(f"  not trained: {metrics.get('not_trained_reason')}; this model is not a result "

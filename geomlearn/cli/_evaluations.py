@@ -2,7 +2,7 @@ r"""How the command line evaluates, reports and checks a trained model: the `eva
 policy of a `ModelSpec`.
 
 `evaluate` compares the model with held-out data (and their system, or `None` for data
-without one), `report` draws the report figure of a run, `check` tests the structure the
+without one; with a system also with the classical integrators at equal cost), `report` draws the report figure of a run, `check` tests the structure the
 model claims at given points (an object with `passed` and `report(title=...)`), and
 `structure` says what `geomlearn list` shows the model class to preserve. `needs_system`
 (a class variable) says whether the evaluation needs the data's system, so that the model
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import sys
 from typing import ClassVar
 
 from ..evaluation import (
@@ -21,6 +22,7 @@ from ..evaluation import (
     dissipation_metrics,
     evaluate,
     evaluate_reduction,
+    work_precision,
 )
 from ..plotting import energy_report, reduction_report, report
 from ..systems import AbstractPortHamiltonianSystem
@@ -53,6 +55,26 @@ class AbstractEvaluation(AbstractPolicy):
         """The structure check of the model's map at `points`."""
 
 
+def _against_classical(result, model, system, data):
+    """`result` with the work–precision comparison of `model` against the classical
+    integrators of `system` (`geomlearn.work_precision`): its metrics under
+    `"work_precision"`, both ratios and the verdict at the top level. Without a system
+    there is nothing to compare with; a comparison that does not apply (a `ValueError`)
+    is said on stderr and recorded as `None`."""
+    if system is None:
+        return result
+    try:
+        measured = work_precision(model, system, data)
+    except ValueError as e:
+        print(f"geomlearn: no comparison with the classical integrators: {e}", file=sys.stderr)
+        result.update(work_precision=None)
+        return result
+    result.update(work_precision=measured.metrics, frontier_ratio=measured.frontier_ratio,
+                  equal_error_speedup=measured.equal_error_speedup,
+                  against_classical=measured.verdict())
+    return result
+
+
 def _integrator_report(path, run: dict, history: dict, evaluation) -> bool:
     """`geomlearn.plotting.report` of an integrator's run."""
     return report(path, history=history, evaluation=evaluation,
@@ -72,7 +94,8 @@ class IntegratorEvaluation(AbstractEvaluation):
         return cls.structure
 
     def evaluate(self, model, system, data, **options):
-        return evaluate(model, system, data, **options)
+        return _against_classical(evaluate(model, system, data, **options), model, system,
+                                  data)
 
     def report(self, path, *, run, history, evaluation, title):
         return _integrator_report(path, run, history, evaluation)
@@ -94,7 +117,8 @@ class DissipativeEvaluation(AbstractEvaluation):
         return cls.structure
 
     def evaluate(self, model, system, data, **options):
-        result = evaluate(model, system, data, **options)
+        result = _against_classical(evaluate(model, system, data, **options), model, system,
+                                    data)
         if isinstance(system, AbstractPortHamiltonianSystem):
             metrics, series = dissipation_metrics(model, system, result.rollout, result.reference,
                                                   float(data.dt))

@@ -17,8 +17,10 @@ integrators run `horizon` $= N$ data steps against an accurate reference $r^i_t$
   reported as the median and the worst over trajectories. A run that fails (a
   non-finite state, an implicit solve that does not converge) has error $\infty$. The
   **error of a run** that the comparison uses is its worst trajectory's state error.
-- **Throughput**: $B N / t$ states per second, $t$ the median of `TIMING_REPEATS` calls
-  of the compiled, batched run after a warm-up call (a call longer than
+- **Throughput**: $B' N / t$ states per second, $t$ the median of `TIMING_REPEATS`
+  calls of the compiled run of a batch of $B' = \max(B,$ `TIMING_BATCH`$)$ states (the
+  initial states repeated: a batch that small pays the fixed cost of a call many
+  times over its arithmetic) after a warm-up call (a call longer than
   `LONG_CALL_SECONDS` is timed once); the warm-up's extra time is its compilation.
 - **Classical runs**: each method at $h = \Delta t / k$, $k = 1, 2, 4, \dots$ (one
   compiled call serves every $k$), until its error is at most the floor
@@ -44,10 +46,10 @@ import dataclasses
 import functools
 import math
 import time
-from typing import NamedTuple
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .._validation import check_int
@@ -57,11 +59,12 @@ from ..models._base import AbstractModel
 from ..rollout import RolloutError, model_rollout
 from ..systems import AbstractSystem
 from ._frame import clock_components, kept_components
+from ._frontier import Comparison, WorkPoint, compare, pareto_frontier, ratio, times
 from ._states import reference_states, values_at
 
 __all__ = ["work_precision", "WorkPrecision", "WorkPoint", "Comparison", "compare",
            "pareto_frontier", "REFERENCE_TOLERANCE", "REFERENCE_FIRST_SUBSTEPS",
-           "REFERENCE_MAX_SUBSTEPS", "FLOOR_FACTOR", "PLATEAU_BELOW", "TIMING_REPEATS",
+           "REFERENCE_MAX_SUBSTEPS", "FLOOR_FACTOR", "PLATEAU_BELOW", "TIMING_REPEATS", "TIMING_BATCH",
            "LONG_CALL_SECONDS", "MAX_TRAJECTORIES"]
 
 REFERENCE_TOLERANCE = 1e-10
@@ -76,103 +79,14 @@ PLATEAU_BELOW = 1e-2
 """An error below this that stops decreasing as `k` doubles is round-off."""
 TIMING_REPEATS = 3
 """Timed calls per run (their median is the time)."""
+TIMING_BATCH = 256
+"""Throughput is timed on at least this many trajectories at once."""
 LONG_CALL_SECONDS = 1.0
 """A call that takes longer than this is timed once."""
 MAX_TRAJECTORIES = 64
 """At most this many trajectories are measured (chosen by `key` when there are more)."""
 
 _FAILURES = (IntegrationError, RolloutError, eqx.EquinoxRuntimeError)
-
-
-@dataclasses.dataclass(frozen=True)
-class WorkPoint:
-    """One run of a work–precision diagram: the model's or a classical method's.
-
-    **Fields:** `method` (the integrator's name, or the model's class name), `k` (data
-    steps are taken in `k` steps of `h = dt / k`; `None` for the model), `h`,
-    `error_median`, `error_worst` (the relative state error at the horizon, over
-    trajectories; `inf` for a failed run), `energy_error_median`, `energy_error_worst`
-    (`None` without an energy invariant), `states_per_second`.
-    """
-
-    method: str
-    k: int | None
-    h: float
-    error_median: float
-    error_worst: float
-    energy_error_median: float | None
-    energy_error_worst: float | None
-    states_per_second: float
-
-    @property
-    def failed(self) -> bool:
-        """Whether the run did not reach the horizon (its error is not finite)."""
-        return not math.isfinite(self.error_worst)
-
-    def as_dict(self) -> dict:
-        """The fields as a JSON-able dict, with `failed`."""
-        return {**dataclasses.asdict(self), "failed": self.failed}
-
-    def label(self) -> str:
-        """`"name (h = Δt/k)"`, how a verdict names the run."""
-        step = "Δt" if self.k in (None, 1) else f"Δt/{self.k}"
-        return f"{self.method} (h = {step})"
-
-
-def _ratio(a: float, b: float) -> float:
-    """`a / b` with `x/0 = inf` for `x > 0`, `0/0 = inf/inf = 1`."""
-    if a == b:
-        return 1.0
-    return math.inf if b == 0 else a / b
-
-
-def pareto_frontier(points) -> tuple[WorkPoint, ...]:
-    """The points of finite error that no other point beats in both error and throughput
-    (at least as good in both, better in one), fastest first."""
-    kept, best = [], math.inf
-    for p in sorted(points, key=lambda p: (-p.states_per_second, p.error_worst)):
-        if p.error_worst < best:  # more accurate than every faster point (never inf)
-            kept.append(p)
-            best = p.error_worst
-    return tuple(kept)
-
-
-class Comparison(NamedTuple):
-    """What `compare` finds: the two ratios and the classical runs behind them
-    (`equal_cost`: the most accurate run at least as fast as the model; `equal_error`:
-    the fastest run at least as accurate; `fastest`: the fastest run), each `None` where
-    there is none."""
-
-    frontier_ratio: float | None
-    equal_error_speedup: float | None
-    equal_cost: WorkPoint | None
-    equal_error: WorkPoint | None
-    fastest: WorkPoint | None
-
-
-def compare(model: WorkPoint, points) -> Comparison:
-    """The ratios of the module documentation for the model's point against the classical
-    `points`: a pure function of the errors and throughputs."""
-    points = list(points)
-    fast = [p for p in points if p.states_per_second >= model.states_per_second]
-    equal_cost = min(fast, key=lambda p: (p.error_worst, -p.states_per_second), default=None)
-    accurate = [p for p in points if not p.failed and p.error_worst <= model.error_worst]
-    equal_error = max(accurate, key=lambda p: (p.states_per_second, -p.error_worst),
-                      default=None)
-    fastest = max(points, key=lambda p: (p.states_per_second, -p.error_worst), default=None)
-    return Comparison(
-        frontier_ratio=(None if equal_cost is None
-                        else _ratio(equal_cost.error_worst, model.error_worst)),
-        equal_error_speedup=(None if equal_error is None
-                             else _ratio(model.states_per_second, equal_error.states_per_second)),
-        equal_cost=equal_cost, equal_error=equal_error, fastest=fastest)
-
-
-def _times(x: float) -> str:
-    """A ratio for a sentence, to two significant digits: `38×`, `5.1×`, `1,200×`, `∞×`."""
-    if not math.isfinite(x):
-        return "∞×"
-    return f"{float(f'{x:.2g}'):,.0f}×" if x >= 10 else f"{x:.2g}×"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,7 +152,7 @@ class WorkPrecision:
         """One line in plain words: who is more accurate at equal cost, and how much
         faster the fastest classical run that reaches the model's error is."""
         m, c = self.model_point, self.comparison
-        x = lambda a, b: _times(_ratio(a, b))  # noqa: E731
+        x = lambda a, b: times(ratio(a, b))  # noqa: E731
         if m.failed:
             return f"the model's rollout did not reach step {self.horizon}" + (
                 "; no classical run did either" if c.equal_error is None else
@@ -284,9 +198,8 @@ class _Judge:
     weights: np.ndarray  # 0 at the clock components
     energy: object  # the system's energy function, or None
     energy0: np.ndarray | None  # the energy of the initial states, (B,) float64
-    n_states: int  # B · horizon
 
-    def point(self, method: str, k, h: float, final, seconds: float) -> WorkPoint:
+    def point(self, method: str, k, h: float, final, rate: float) -> WorkPoint:
         """The `WorkPoint` of a run whose states at the horizon are `final` (`None`: failed)."""
         errors = energies = np.full(len(self.final), np.inf)
         if final is not None:
@@ -296,8 +209,7 @@ class _Judge:
                 energies = _relative(values, self.energy0[:, None], 1.0)
         spread = [float(f(e)) for e in (errors, energies) for f in (np.median, np.max)]
         return WorkPoint(method, k, float(h), *spread[:2],
-                         *(spread[2:] if self.energy is not None else (None, None)),
-                         self.n_states / max(seconds, 1e-12))
+                         *(spread[2:] if self.energy is not None else (None, None)), rate)
 
 
 def _timed_run(fn, repeats: int = TIMING_REPEATS):
@@ -341,20 +253,29 @@ def _reference(system, z0, dt: float, horizon: int, weights):
         previous, s = states, 2 * s
 
 
+def _tiled(x):
+    """`x` `(B, ...)` repeated along its first axis to `max(B, TIMING_BATCH)` rows."""
+    n = max(x.shape[0], TIMING_BATCH)
+    return jnp.tile(x, (-(-n // x.shape[0]),) + (1,) * (x.ndim - 1))[:n]
+
+
 def _method_points(system, method, z0, dt, horizon, judge, floor, max_refinement):
     """`(points, compile seconds)` of one classical method at `k = 1, 2, 4, …` (see the
     module documentation for where the refinement ends)."""
+    timed_z0 = _tiled(jnp.asarray(z0))
 
-    def run(k):
-        return integrate(system, z0, dt, horizon, method=method, substeps=k)
+    def run(k, z):
+        return integrate(system, z, dt, horizon, method=method, substeps=k)
 
-    _, warm = _timed_run(functools.partial(run, 1), 1)
+    _, warm = _timed_run(functools.partial(run, 1, timed_z0), 1)
     points, k, compile_seconds = [], 1, 0.0
     while k <= max_refinement:
-        out, seconds = _timed_run(functools.partial(run, k))
+        out, _ = _timed_run(functools.partial(run, k, z0), 1)
+        _, seconds = _timed_run(functools.partial(run, k, timed_z0))
         if k == 1:
             compile_seconds = max(warm - seconds, 0.0)
-        point = judge.point(method.name, k, dt / k, None if out is None else out[:, -1], seconds)
+        rate = timed_z0.shape[0] * horizon / max(seconds, 1e-12)
+        point = judge.point(method.name, k, dt / k, None if out is None else out[:, -1], rate)
         before = points[-1].error_worst if points else math.inf
         points.append(point)
         if point.error_worst <= floor or (before < PLATEAU_BELOW and point.error_worst >= before):
@@ -368,11 +289,14 @@ def _model_point(model, reference, dt: float, horizon: int, judge):
     the reference's first states (a window model's first `T`)."""
     task = dataclasses.replace(model.task(data_dt=dt), nan_on_failure=True)
     initial = model.initial_states(reference, task)
-    run = functools.partial(model_rollout, model, initial, horizon + 1, task)
+    timed = _tiled(initial)
+    run = functools.partial(model_rollout, model, timed, horizon + 1, task)
     _, warm = _timed_run(run, 1)
-    out, seconds = _timed_run(run)
+    _, seconds = _timed_run(run)
+    out, _ = _timed_run(functools.partial(model_rollout, model, initial, horizon + 1, task), 1)
     final = None if out is None else out[:, horizon]
-    return judge.point(type(model).__name__, None, dt, final, seconds), max(warm - seconds, 0.0)
+    rate = timed.shape[0] * horizon / max(seconds, 1e-12)
+    return judge.point(type(model).__name__, None, dt, final, rate), max(warm - seconds, 0.0)
 
 
 def _checked_inputs(model, system, data, dt, horizon, max_refinement):
@@ -480,8 +404,7 @@ def work_precision(model, system, data, *, horizon: int = 1000, methods=None, ke
     energy = system.invariants.get("energy")
     judge = _Judge(
         final=np.asarray(reference[:, -1], dtype=np.float64), weights=weights, energy=energy,
-        energy0=None if energy is None else np.asarray(values_at(energy, reference[:, :1]))[:, 0],
-        n_states=int(z0.shape[0]) * horizon)
+        energy0=None if energy is None else np.asarray(values_at(energy, reference[:, :1]))[:, 0])
     model_point, compile_seconds = _model_point(model, reference, dt, horizon, judge)
     compiled = {type(model).__name__: compile_seconds}
     floor = FLOOR_FACTOR * reference_error
