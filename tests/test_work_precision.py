@@ -109,7 +109,7 @@ def test_an_exact_flow_map_is_accurate_to_round_off_and_beats_every_run_at_the_d
     assert exact.reference_error <= REFERENCE_TOLERANCE
     assert m.error_worst < 1e-12 and m.energy_error_worst < 1e-12 and m.k is None
     at_dt = [p for p in exact.points if p.k == 1]
-    assert {p.method for p in at_dt} == set(ORDERS)  # every method applies: H is separable
+    assert {p.method for p in at_dt} == set(wp.DEFAULT_METHODS)  # all apply: H is separable
     assert all(p.error_worst > 100 * m.error_worst for p in at_dt)
     assert exact.comparison == compare(m, exact.points)
     assert exact.frontier == pareto_frontier(exact.points)
@@ -161,7 +161,7 @@ def test_the_refinement_stops_at_the_reference_floor(exact):
     assert yoshida6[-1].error_worst <= exact.error_floor < yoshida6[-2].error_worst
     assert yoshida6[-1].k < MAX_K
     assert all(p.k <= MAX_K for p in exact.points)
-    assert [p.k for p in by_method(exact, "euler")] == [2**i for i in range(7)]
+    assert [p.k for p in by_method(exact, "stormer_verlet")] == [2**i for i in range(7)]
 
 
 def test_the_clock_of_a_driven_system_is_left_out():
@@ -298,6 +298,14 @@ def test_the_refinement_stops_at_the_floor_or_at_a_plateau_below_its_band(monkey
     assert points[0].failed and points[-1].error_worst == pytest.approx(2e-9)
     assert [p.k for p in run(1e-8, 256)[0]] == [1, 2, 4, 8, 16]
     assert [p.k for p in run(1e-12, 10)[0]] == [1, 2, 4, 8]
+    # once a run is as accurate as the model and slower, finer runs change no ratio
+    faster_model = WorkPoint("model", None, DT, 1e-3, 1e-3, None, None, math.inf)
+    settled = wp._method_points(HarmonicOscillator(), RK4(), reference, DT, 2, judge, 1e-12,
+                                256, faster_model)[0]
+    assert [p.k for p in settled] == [1, 2, 4, 8]  # 1e-4 ≤ 1e-3 at k = 8, and slower
+    slower_model = WorkPoint("model", None, DT, 1e-3, 1e-3, None, None, 0.0)
+    assert [p.k for p in wp._method_points(HarmonicOscillator(), RK4(), reference, DT, 2, judge,
+                                           1e-12, 256, slower_model)[0]] == [1, 2, 4, 8, 16, 32]
 
 
 def test_many_trajectories_are_thinned_to_a_sample_chosen_by_the_key(key):

@@ -18,15 +18,18 @@ integrators run `horizon` $= N$ data steps against an accurate reference $r^i_t$
   non-finite state, an implicit solve that does not converge) has error $\infty$. The
   **error of a run** that the comparison uses is its worst trajectory's state error.
 - **Throughput**: $B' N / t$ states per second, $t$ the median of `TIMING_REPEATS`
-  calls of the compiled run of a batch of $B' = \max(B,$ `TIMING_BATCH`$)$ states (the
-  initial states repeated: a batch that small pays the fixed cost of a call many
-  times over its arithmetic) after a warm-up call (a call longer than
-  `LONG_CALL_SECONDS` is timed once); the warm-up's extra time is its compilation.
+  calls of the compiled run of $B'$ trajectories after a warm-up call (a call longer
+  than `LONG_CALL_SECONDS` is timed once; the warm-up's extra time is its
+  compilation): $B' = B$ when the $B$ trajectories take at least `TIMING_BATCH` steps
+  per data step together ($B k$ for a classical run), else $B' = \max(B,$
+  `TIMING_BATCH`$)$ copies of them (a batch that small pays the fixed cost of a call
+  many times over its arithmetic).
 - **Classical runs**: each method at $h = \Delta t / k$, $k = 1, 2, 4, \dots$ (one
   compiled call serves every $k$), until its error is at most the floor
   `FLOOR_FACTOR` $\cdot\, e_r$ (below it the reference cannot tell errors apart), or
   stops decreasing below `PLATEAU_BELOW` (round-off; above it a run that is not yet
-  converging is refined on), or $k$ would pass `max_refinement`.
+  converging is refined on), or $k$ would pass `max_refinement`, or the run is as
+  accurate as the model and slower: finer runs, slower still, change neither ratio.
 - **Frontier**: the classical runs of finite error that no other run beats in both
   error and throughput (at least as good in both, better in one).
 - **Ratios** (`compare`): with $e_m$, $v_m$ the model's error and throughput,
@@ -65,6 +68,7 @@ from ._states import reference_states, values_at
 __all__ = ["work_precision", "WorkPrecision", "WorkPoint", "Comparison", "compare",
            "pareto_frontier", "REFERENCE_TOLERANCE", "REFERENCE_FIRST_SUBSTEPS",
            "REFERENCE_MAX_SUBSTEPS", "FLOOR_FACTOR", "PLATEAU_BELOW", "TIMING_REPEATS", "TIMING_BATCH",
+           "DEFAULT_METHODS",
            "LONG_CALL_SECONDS", "MAX_TRAJECTORIES"]
 
 REFERENCE_TOLERANCE = 1e-10
@@ -80,7 +84,11 @@ PLATEAU_BELOW = 1e-2
 TIMING_REPEATS = 3
 """Timed calls per run (their median is the time)."""
 TIMING_BATCH = 256
-"""Throughput is timed on at least this many trajectories at once."""
+"""Throughput is timed on at least this many trajectory steps per data step at once."""
+DEFAULT_METHODS = ("stormer_verlet", "yoshida4", "yoshida6", "implicit_midpoint",
+                   "gauss_legendre4", "gauss_legendre6", "rk4")
+"""The classical integrators compared by default (those that apply to the system): the
+symplectic methods of orders 2 to 6 and RK4 as the non-symplectic reference."""
 LONG_CALL_SECONDS = 1.0
 """A call that takes longer than this is timed once."""
 MAX_TRAJECTORIES = 64
@@ -254,14 +262,17 @@ def _reference(system, z0, dt: float, horizon: int, weights):
 
 
 def _tiled(x):
-    """`x` `(B, ...)` repeated along its first axis to `max(B, TIMING_BATCH)` rows."""
+    """`x` `(B, ...)` repeated along its first axis to `max(B, TIMING_BATCH)` rows (one
+    shape for every `k`: each shape compiles once)."""
     n = max(x.shape[0], TIMING_BATCH)
     return jnp.tile(x, (-(-n // x.shape[0]),) + (1,) * (x.ndim - 1))[:n]
 
 
-def _method_points(system, method, z0, dt, horizon, judge, floor, max_refinement):
+def _method_points(system, method, z0, dt, horizon, judge, floor, max_refinement,
+                   model_point=None):
     """`(points, compile seconds)` of one classical method at `k = 1, 2, 4, …` (see the
-    module documentation for where the refinement ends)."""
+    module documentation for where the refinement ends; with `model_point`, also once a
+    run is as accurate as the model and slower)."""
     timed_z0 = _tiled(jnp.asarray(z0))
 
     def run(k, z):
@@ -270,18 +281,32 @@ def _method_points(system, method, z0, dt, horizon, judge, floor, max_refinement
     _, warm = _timed_run(functools.partial(run, 1, timed_z0), 1)
     points, k, compile_seconds = [], 1, 0.0
     while k <= max_refinement:
-        out, _ = _timed_run(functools.partial(run, k, z0), 1)
-        _, seconds = _timed_run(functools.partial(run, k, timed_z0))
+        # the trajectories themselves once they carry enough steps per call, else the
+        # repeated batch
+        timed = z0 if len(z0) * k >= TIMING_BATCH else timed_z0
+        out, seconds = _timed_run(functools.partial(run, k, timed))
+        if timed is not z0:
+            out, _ = _timed_run(functools.partial(run, k, z0), 1)
         if k == 1:
             compile_seconds = max(warm - seconds, 0.0)
-        rate = timed_z0.shape[0] * horizon / max(seconds, 1e-12)
+        rate = len(timed) * horizon / max(seconds, 1e-12)
         point = judge.point(method.name, k, dt / k, None if out is None else out[:, -1], rate)
         before = points[-1].error_worst if points else math.inf
         points.append(point)
         if point.error_worst <= floor or (before < PLATEAU_BELOW and point.error_worst >= before):
             break
+        if model_point is not None and _settled(point, model_point):
+            break
         k *= 2
     return points, compile_seconds
+
+
+def _settled(point: WorkPoint, model: WorkPoint) -> bool:
+    """Whether finer runs of `point`'s method can change neither ratio: `point` is at
+    least as accurate as the model (finer runs are slower) and slower than the model
+    (finer runs are slower still, so none is of equal cost)."""
+    return (point.error_worst <= model.error_worst
+            and point.states_per_second < model.states_per_second)
 
 
 def _model_point(model, reference, dt: float, horizon: int, judge):
@@ -325,9 +350,9 @@ def _checked_inputs(model, system, data, dt, horizon, max_refinement):
 
 def _methods(system, methods) -> list:
     """The classical integrators to run: the given ones (names or objects, each checked
-    against `system`), or every method of `METHODS` that applies to `system`."""
+    against `system`), or every method of `DEFAULT_METHODS` that applies to `system`."""
     if methods is None:
-        return [m for m in map(as_integrator, METHODS) if _applies(m, system)]
+        return [m for m in map(as_integrator, DEFAULT_METHODS) if _applies(m, system)]
     if isinstance(methods, (str, AbstractIntegrator)):
         methods = [methods]
     found = {}
@@ -375,8 +400,8 @@ def work_precision(model, system, data, *, horizon: int = 1000, methods=None, ke
       with `dt`; only the first state of each trajectory is used.
     - `horizon`: the number of data steps $N \ge 1$.
     - `methods`: the classical integrators (names of `geomlearn.integrators.METHODS` or
-      `AbstractIntegrator`s); default every method that applies to `system` (those for
-      separable systems only when it is separable).
+      `AbstractIntegrator`s); default every method of `DEFAULT_METHODS` that applies to
+      `system` (those for separable systems only when it is separable).
     - `key`: a PRNG key choosing `MAX_TRAJECTORIES` trajectories when there are more.
     - `max_refinement`: the largest `k` of a classical run.
     - `dt`: the time step of array `data`.
@@ -411,7 +436,7 @@ def work_precision(model, system, data, *, horizon: int = 1000, methods=None, ke
     points = []
     for method in integrators:
         found, compiled[method.name] = _method_points(
-            system, method, z0, dt, horizon, judge, floor, max_refinement)
+            system, method, z0, dt, horizon, judge, floor, max_refinement, model_point)
         points.extend(found)
     return WorkPrecision(
         model_point=model_point, points=tuple(points), frontier=pareto_frontier(points),
