@@ -344,3 +344,28 @@ def test_bad_input_is_a_value_error_naming_what_was_expected():
     bad(r"system must be a geomlearn.systems.AbstractSystem", system="oscillator")
     bad(r"the data's time step is needed", data=np.zeros((2, 4, 2)))
     bad(r"initial states must be finite", data=np.full((2, 4, 2), np.nan), dt=DT)
+
+
+def test_the_command_line_keeps_its_results_when_no_comparison_can_be_made(monkeypatch,
+                                                                            capsys):
+    """No system: nothing is compared. A comparison whose reference fails is said on
+    stderr and recorded as None, the rest of the evaluation kept; any other error is
+    not swallowed."""
+    from geomlearn.cli import _evaluations
+
+    assert _evaluations._against_classical({"model": "m"}, None, None, None) == {"model": "m"}
+
+    def failing(error):
+        def run(*args, **kwargs):
+            raise error
+        return run
+
+    monkeypatch.setattr(_evaluations, "work_precision",
+                        failing(IntegrationError("the reference failed at step 7")))
+    out = _evaluations._against_classical({"model": "m"}, "model", HarmonicOscillator(), "data")
+    assert out == {"model": "m", "work_precision": None}
+    assert ("geomlearn: no comparison with the classical integrators: the reference failed "
+            "at step 7") in capsys.readouterr().err
+    monkeypatch.setattr(_evaluations, "work_precision", failing(RuntimeError("a bug")))
+    with pytest.raises(RuntimeError, match="a bug"):
+        _evaluations._against_classical({}, "model", HarmonicOscillator(), "data")

@@ -24,6 +24,7 @@ from ..evaluation import (
     evaluate_reduction,
     work_precision,
 )
+from ..integrators import IntegrationError
 from ..plotting import energy_report, reduction_report, report
 from ..systems import AbstractPortHamiltonianSystem
 from ._policy import AbstractPolicy
@@ -60,12 +61,13 @@ def _against_classical(result, model, system, data):
     integrators of `system` (`geomlearn.work_precision`): its metrics under
     `"work_precision"`, both ratios and the verdict at the top level. Without a system
     there is nothing to compare with; a comparison that does not apply (a `ValueError`)
-    is said on stderr and recorded as `None`."""
+    or whose reference cannot be computed (an `IntegrationError`) is said on stderr and
+    recorded as `None`: the run's own results stand without it."""
     if system is None:
         return result
     try:
         measured = work_precision(model, system, data)
-    except ValueError as e:
+    except (ValueError, IntegrationError) as e:
         print(f"geomlearn: no comparison with the classical integrators: {e}", file=sys.stderr)
         result.update(work_precision=None)
         return result
