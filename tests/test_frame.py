@@ -77,6 +77,16 @@ def test_a_drifting_cluster_has_not_escaped_but_one_flying_apart_has():
     assert escaped(ExactStep(ring, 0.1), particles=0) == 1
     # and in the centre-of-mass frame, particles that fly apart escape
     assert escaped(ExactStep(ring, 0.1, spread=1.002), particles=1) == 1
+    # a centre given outside the frame is taken into it: the data's plain mean (which
+    # carries the cluster's mean position) gives the frame's centre
+    model = ExactStep(ring, 0.1)
+    plain_mean = np.mean(np.asarray(data.states).reshape(-1, 8), axis=0)
+    given = long_horizon(model, model.task(data_dt=0.1), data.states, horizon=10,
+                         invariants={}, particles=1, centre=plain_mean).metrics
+    default = long_horizon(model, model.task(data_dt=0.1), data.states, horizon=10,
+                           invariants={}, particles=1).metrics
+    assert np.allclose(given["data_centre"], default["data_centre"], atol=1e-14)
+    assert not np.allclose(plain_mean, default["data_centre"])  # the control differs
 
 
 def test_particles_that_do_not_fit_the_state_are_refused():

@@ -395,8 +395,9 @@ def long_horizon(
     clock = tuple(int(j) for j in time_components)
     particles = check_int("particles", particles, minimum=0)
     frame = frame_projection(states.shape[-1], clock, particles)
+    # a given centre is taken into the frame too (a data centre is there already)
     centre = (data_centre(states, clock, particles) if centre is None
-              else np.asarray(centre, np.float64))
+              else frame @ np.asarray(centre, np.float64))
     bound = data_radius(states, centre, clock, particles) if bound is None else float(bound)
     start, scale = _invariant_start(fns, states[:, 0], names, scales or {})
     kept = kept_components(states.shape[-1], clock)
