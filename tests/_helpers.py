@@ -1,10 +1,17 @@
 """Test helpers shared by the layer/model test files: NumPy-drawn random data and
-parameters (no per-shape compiles of JAX's random initialisers) and parameter counts."""
+parameters (no per-shape compiles of JAX's random initialisers), parameter counts, and a
+model that is one step of a classical integrator."""
+
+from typing import ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from geomlearn.integrators import RK4
+from geomlearn.models import AbstractFeedForwardIntegrator
+from geomlearn.systems import AbstractSystem
 
 
 def normal(rng, shape, dtype=jnp.float64, scale=1.0):
@@ -71,3 +78,20 @@ def concrete_overrides(cls) -> list[str]:
                     out.append(f"{cls.__name__}.{attr} over {base.__name__}")
                 break
     return out
+
+
+class RK4Step(AbstractFeedForwardIntegrator):
+    """One RK4 step of `system` over `dt` as a model: a perfect model of what the long
+    horizon and work–precision integrate alongside it (`dt` is an array, so both
+    compiled steps are the same computation)."""
+
+    structure: ClassVar[str] = "none"
+    dim: int = eqx.field(static=True)
+    system: AbstractSystem = eqx.field(static=True)
+    dt: jax.Array
+
+    def __init__(self, system, dt, *, key=None, dtype=None):
+        self.dim, self.system, self.dt = system.dim, system, jnp.asarray(dt, jnp.float64)
+
+    def __call__(self, z, h=None):
+        return RK4().step(self.system, z, self.dt.astype(z.dtype))[0]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import geomlearn as gl
+from _helpers import RK4Step as ExactStep
 from geomlearn import cli
 from geomlearn.evaluation import ESCAPE_FACTOR, VALID_FLOOR, VALID_TOLERANCE
 from geomlearn.evaluation._frame import clock_components
@@ -27,23 +28,6 @@ from geomlearn.systems import (
 )
 
 HORIZON = 10_000
-
-
-class ExactStep(AbstractFeedForwardIntegrator):
-    """One step of the reference integrator (RK4) of `system`: a perfect model, step for
-    step the reference the long horizon integrates alongside it (`dt` is an array, so the
-    two compiled steps are the same computation)."""
-
-    structure: ClassVar[str] = "none"
-    dim: int = eqx.field(static=True)
-    system: AbstractSystem = eqx.field(static=True)
-    dt: jax.Array
-
-    def __init__(self, system, dt, *, key=None, dtype=None):
-        self.dim, self.system, self.dt = system.dim, system, jnp.asarray(dt, jnp.float64)
-
-    def __call__(self, z, h=None):
-        return RK4().step(self.system, z, self.dt.astype(z.dtype))[0]
 
 
 def cli_data(name):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import geomlearn as gl
+from _helpers import RK4Step
 from geomlearn.evaluation import _work_precision as wp
 from geomlearn.evaluation._work_precision import (
     REFERENCE_TOLERANCE,
@@ -25,7 +26,7 @@ from geomlearn.evaluation._work_precision import (
 )
 from geomlearn.integrators import ORDERS, RK4, IntegrationError, integrate
 from geomlearn.models import AbstractFeedForwardIntegrator
-from geomlearn.systems import AbstractSystem, ForcedMassSpring, HarmonicOscillator
+from geomlearn.systems import ForcedMassSpring, HarmonicOscillator
 
 DT, HORIZON, MAX_K = 0.1, 100, 64
 """The harmonic oscillator (ω = 1) at Δt = 0.1 over 100 steps, classical runs to h = Δt/64."""
@@ -66,22 +67,6 @@ class CostlyIdentity(AbstractFeedForwardIntegrator):
     def __call__(self, z, h=None):
         m = self.matrix.astype(z.dtype)
         return jax.lax.fori_loop(0, 4096, lambda _, x: m.T @ (m @ x), z)
-
-
-class RK4Step(AbstractFeedForwardIntegrator):
-    """One RK4 step of `system` over `dt`: the same arithmetic as the classical RK4 run
-    at k = 1."""
-
-    structure: ClassVar[str] = "none"
-    dim: int = eqx.field(static=True)
-    system: AbstractSystem = eqx.field(static=True)
-    dt: jax.Array
-
-    def __init__(self, system, dt, *, key=None, dtype=None):
-        self.dim, self.system, self.dt = system.dim, system, jnp.asarray(dt, jnp.float64)
-
-    def __call__(self, z, h=None):
-        return RK4().step(self.system, z, self.dt.astype(z.dtype))[0]
 
 
 def oscillator_data():
