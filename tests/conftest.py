@@ -15,7 +15,9 @@
 
 import itertools
 import os
+import shutil
 import subprocess
+import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -40,31 +42,49 @@ TOLERANCES = {
 }
 
 
-#: XLA flags of the fast tier (see `pytest_configure`).
-FAST_TIER_XLA_FLAGS = (
+#: XLA flags of every test run and of every process a test starts (see `pytest_configure`).
+TEST_XLA_FLAGS = (
     "--xla_backend_optimization_level=0",
     "--xla_cpu_use_fusion_emitters=false",
 )
 
+#: The environment variable naming the run's shared compilation cache (see
+#: `pytest_configure`); the first process of a run sets it, its workers inherit it.
+CACHE_VARIABLE = "GEOMLEARN_TEST_COMPILATION_CACHE"
+
 
 def pytest_configure(config):
-    """The fast tier (`-m "not slow"`, the default) runs thousands of tiny programs whose
-    cost is compilation, not execution: it compiles them without LLVM's optimisation
-    passes and with XLA's classic CPU code emitters instead of its MLIR fusion emitters,
-    which compile the same programs in markedly less time, the one-operation programs of
-    eager calls as much as jitted checks. XLA reads the flags once, when JAX starts its backend, so they
-    are set for that moment only; every other run, and every process a test starts,
-    compiles with XLA's defaults (the slow tier compares tables computed in and out of
-    process bit for bit, and optimisation can move a float32 rounding)."""
-    if (config.option.markexpr or "").strip() != "not slow":
-        return
-    before = os.environ.get("XLA_FLAGS")
-    os.environ["XLA_FLAGS"] = " ".join(filter(None, [before, *FAST_TIER_XLA_FLAGS]))
+    """Both tiers run thousands of small programs whose cost is compilation, not
+    execution. So every test process, and every process a test starts (a notebook, a
+    quick benchmark, a command line), compiles without LLVM's optimisation passes and
+    with XLA's classic CPU code emitters instead of its MLIR fusion emitters, which
+    compile the same programs in markedly less time: the flags go into `XLA_FLAGS`
+    before JAX starts its backend and stay there, so that children inherit them and
+    tables computed in and out of process agree bit for bit (a different optimisation
+    level can move a float32 rounding). Users' runs and the benchmarks compile with XLA's
+    defaults.
+
+    The processes of one run (the `pytest-xdist` workers and the processes tests start)
+    share a persistent compilation cache (JAX's, in a temporary folder made for the run
+    and removed at its end; `JAX_COMPILATION_CACHE_DIR` hands it to children): a program that one worker compiled is loaded, not compiled
+    again, by the other, and by either after the caches were cleared (see
+    `_release_compiled_code`). Nothing is kept between runs, so every run pays for its
+    own compilation."""
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    os.environ["XLA_FLAGS"] = " ".join(flags + [f for f in TEST_XLA_FLAGS if f not in flags])
+    if CACHE_VARIABLE not in os.environ:
+        folder = tempfile.mkdtemp(prefix="geomlearn-test-xla-")
+        os.environ[CACHE_VARIABLE] = folder
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        # JAX reads its options from these variables when it is imported: the processes
+        # that tests start use the same cache.
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
+        os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+        os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
+    jax.config.update("jax_compilation_cache_dir", os.environ[CACHE_VARIABLE])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     jax.devices()
-    if before is None:
-        del os.environ["XLA_FLAGS"]
-    else:
-        os.environ["XLA_FLAGS"] = before
 
 
 #: Module fixtures that train through `geomlearn.cli.main`; their users are slow-tier tests.

@@ -312,6 +312,7 @@ def test_list_names_systems_models_and_structures(capsys):
     assert "forced_rigid_body" in line  # 3-d rows, as the rigid body's
 
 
+@pytest.mark.slow  # command-line trainings
 def test_a_driven_system_trains_on_its_rows_without_the_clock(tmp_path, capsys):
     """The driven pendulum is written in extended phase space (q, τ, p, E), but its data
     are the (q, p) rows, the drive phase being the row's place in a window: the command
@@ -356,6 +357,7 @@ def test_a_placement_by_name_and_a_wrong_one(tmp_path, capsys):
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.slow  # command-line trainings
 def test_model_options_choose_the_size(tmp_path, capsys):
     """`--model-option NAME=VALUE` replaces the registry's size (read as Python literals,
     strings otherwise), reaches the saved model and run.json; without it the registry's

@@ -117,6 +117,7 @@ def test_predict_reads_the_window_from_run_json(form, tmp_path, capsys):
     assert _wants_x64(argparse.Namespace(command="predict", dir=str(folder)))
 
 
+@pytest.mark.slow  # a command-line evaluation with its classical comparison
 def test_evaluate_reads_the_system_and_seed_from_run_json(tmp_path, capsys):
     """`evaluate` rebuilds the held-out data of the run's system and seed from
     `"options"`; a run.json of the flat format names them under their own keys (the

@@ -468,6 +468,7 @@ class Expanding(AbstractFeedForwardIntegrator):
         return self.w.astype(z.dtype) * z
 
 
+@pytest.mark.slow  # command-line trainings
 def test_command_line_horizon_and_escape_warning(tmp_path, capsys):
     assert _parser().parse_args(["train"]).horizon == DEFAULT_HORIZON == 10_000
     assert _parser().parse_args(["evaluate", "x"]).horizon == DEFAULT_HORIZON

@@ -112,6 +112,7 @@ def test_refusals(options, message, key, data):
                           key=key(), **options)
 
 
+@pytest.mark.slow  # command-line trainings
 def test_the_command_line_trains_position_last_under_lm_only(tmp_path):
     """The symplectic transformer under LM trains position-last; under Adam, and the
     standard transformer, from the start."""
