@@ -106,6 +106,7 @@ from .models import (
     AbstractSymplecticTransformer as AbstractSymplecticTransformer,
     AbstractTransformerIntegrator as AbstractTransformerIntegrator,
     ConformalSympNet as ConformalSympNet,
+    CorrectedIntegrator as CorrectedIntegrator,
     GSympNet as GSympNet,
     HamiltonianNeuralNetwork as HamiltonianNeuralNetwork,
     HenonNet as HenonNet,

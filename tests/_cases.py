@@ -177,6 +177,13 @@ MODELS = {
                                             key=k).with_lift(_curve()), seed=19,
         varied=lambda k: gl.LiftedIntegrator(8, 2, n_features=3, stride=2, n_layers=2, width=3,
                                              activation="sigmoid", key=k)),
+    "CorrectedIntegrator": Case(
+        lambda k, dt: gl.CorrectedIntegrator(gl.systems.HenonHeiles(),
+                                             gl.GSympNet(D, n_layers=2, width=5, key=k, dtype=dt), dt=0.1), (D,),
+        saved=lambda k: gl.CorrectedIntegrator(gl.systems.Pendulum(g=0.8), gl.GSympNet(2, n_layers=2, width=3, key=k),
+                                                dt=0.1), seed=20,
+        varied=lambda k: gl.CorrectedIntegrator(gl.systems.Pendulum(l=1.5), gl.LASympNet(2, n_layers=2, n_linear=1, key=k),
+                                                method="yoshida4", placement="after", substeps=2, dt=0.05)),
 }
 
 

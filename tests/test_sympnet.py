@@ -1,5 +1,7 @@
 """SympNet and Hénon-network models: GSympNet, LASympNet, HenonNet (geomlearn.models.sympnet)."""
 
+import pathlib
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -7,6 +9,7 @@ import numpy as np
 import pytest
 
 import geomlearn
+from geomlearn import io as gio
 from geomlearn.geometry import symplecticity_residual
 from geomlearn.layers import (
     ActivationLayerP,
@@ -288,6 +291,58 @@ def test_henonnet_is_the_composition_of_its_layers(rng, key):
         model.layer(3)
 
 
+# --------------------------------------------------------------------------- identity start
+
+
+@eqx.filter_jit
+def forward_and_back(model, Z, H):
+    return jax.vmap(model)(Z, H), jax.vmap(model.inverse)(Z, H)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_identity_init_is_exactly_the_identity_and_trains(rng, key, name):
+    factory, _ = MODELS[name]
+    Z = normal(rng, (4, 2))
+    H = jnp.asarray([1.0, 0.3, -0.7, 1.6])
+
+    def loss(m):
+        return jnp.mean((jax.vmap(m)(Z, H) - jnp.roll(Z, 1, axis=1)) ** 2)
+
+    for symmetric in (False, True):
+        for _ in range(3):  # several keys: the parameters other than the output ones are drawn
+            model = factory(2, 2, identity_init=True, symmetric=symmetric, key=key())
+            assert model.identity_init and model.config()["identity_init"] is True
+            out, back = forward_and_back(model, Z, H)
+            np.testing.assert_array_equal(out, Z)  # exactly, not to round-off
+            np.testing.assert_array_equal(back, Z)
+        grads = eqx.filter_jit(eqx.filter_grad(loss))(model)
+        leaves = [np.asarray(g) for g in jax.tree_util.tree_leaves(grads)]
+        assert all(np.all(np.isfinite(g)) for g in leaves)
+        assert max(np.max(np.abs(g)) for g in leaves) > 1e-3  # it can train from the identity
+        moved = eqx.apply_updates(model, jax.tree_util.tree_map(lambda g: -0.5 * g, grads))
+        assert np.max(np.abs(forward_and_back(moved, Z, H)[0] - Z)) > 1e-4
+        assert np.max(residuals((moved,), (Z,), H)) <= 1e-12  # and stays symplectic
+    default = factory(2, 2, key=key())
+    assert default.identity_init is False  # the default start (the negative control) moves states
+    assert np.max(np.abs(forward_and_back(default, Z, H)[0] - Z)) > 1e-3
+
+
+def test_files_written_before_identity_init_load_without_it():
+    folder = pathlib.Path(__file__).parent / "data" / "models"
+    for name in MODELS:
+        header, _ = gio._read_container(folder / f"{name}.geomlearn")
+        assert "identity_init" not in header["config"]
+        assert geomlearn.load(folder / f"{name}.geomlearn").identity_init is False
+    # a checkpoint that predates the argument resumes a model with its default, not another
+    checkpoint = folder / "GSympNet-checkpoint.geomlearn"
+    assert "identity_init" not in gio._read_container(checkpoint)[0]["config"]
+    like = dict(n_layers=1, width=2, key=jax.random.PRNGKey(0), dtype=jnp.float32)
+    model, _, _ = geomlearn.load_checkpoint(checkpoint, GSympNet(2, **like))
+    assert model.identity_init is False
+    with pytest.raises(ValueError, match="written for a different model.*'identity_init': True"):
+        geomlearn.load_checkpoint(checkpoint, GSympNet(2, identity_init=True, **like))
+
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -314,6 +369,11 @@ def test_argument_errors(key):
         GSympNet(2, width=0, key=key())
     with pytest.raises(TypeError, match="init_upper"):
         GSympNet(2, init_upper=1, key=key())
+    for cls in (GSympNet, LASympNet):
+        with pytest.raises(TypeError, match="identity_init"):
+            cls(2, identity_init=1, key=key())
+    with pytest.raises(TypeError, match="identity_init"):
+        HenonNet(2, n_layers=1, width=2, identity_init="yes", key=key())
     with pytest.raises(ValueError, match="n_linear"):
         LASympNet(2, n_linear=0, key=key())
     with pytest.raises(ValueError, match="unknown activation"):

@@ -1,8 +1,9 @@
 r"""Saving and loading models: one self-describing file, no pickle.
 
 `save(path, model)` writes **one file** with everything needed to rebuild the model: its
-class name, its constructor arguments (`model.config()`, activations stored by name),
-the format version and its arrays. `load(path)` needs nothing else:
+class name, its constructor arguments (`model.config()`, activations stored by name, a
+system of `geomlearn.systems` by its class name and arguments), the format version and
+its arrays. `load(path)` needs nothing else:
 
 ```python
 gl.save("pendulum.geomlearn", model)

@@ -21,7 +21,7 @@ import numpy as np
 from .._version import __version__
 from ._container import PersistenceError, deserialise, read_container, serialise, write_container
 from ._migrations import migrate, migration_skeleton
-from ._model_file import encode_config
+from ._model_file import completed_config, encode_config
 
 __all__ = [
     "save_checkpoint",
@@ -167,6 +167,8 @@ def _is_checkpoint(header: dict, sections: dict) -> bool:
 
 def _check_agreement(path, header: dict, model, expect: dict) -> None:
     encoded = encode_config(model)
+    # an argument the checkpoint does not record (it predates it) has its default
+    header = {**header, "config": completed_config(header)}
     for field in ("class", "config", "dtype"):
         if header.get(field) != encoded.get(field):
             raise ValueError(

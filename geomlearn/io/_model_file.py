@@ -1,9 +1,10 @@
 """A model file: the model's class name, its encoded constructor arguments and its arrays.
 
-`save` records `model.config()` (activations by name, tuples and lists tagged) in the
-header; `load` rebuilds a skeleton `cls(**config, key=...)` with
-`equinox.filter_eval_shape` (no parameters are initialised) and fills its array leaves
-from the file. The class is looked up by name in the registry of `geomlearn.models._base`.
+`save` records `model.config()` (activations by name, tuples and lists tagged, a system
+of `geomlearn.systems` by its class name and constructor arguments) in the header;
+`load` rebuilds a skeleton `cls(**config, key=...)` with `equinox.filter_eval_shape` (no
+parameters are initialised) and fills its array leaves from the file. The class is
+looked up by name in the registry of `geomlearn.models._base`.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ import numpy as np
 
 from .._activations import activation_name, resolve_activation
 from .._version import __version__
+from .. import systems
 from ..models._base import AbstractModel, model_class
+from ..systems import AbstractSystem
 from ._migrations import file_layout, migrate, migration_skeleton
 from ._container import PersistenceError, deserialise, read_container, serialise, write_container
 
-__all__ = ["save", "load", "encode_config", "model_from"]
+__all__ = ["save", "load", "encode_config", "completed_config", "model_from"]
 
 
 # ----------------------------------------------------------------- config values
@@ -35,13 +38,16 @@ def _encode_value(name: str, value: Any) -> Any:
     tagged `{"__tuple__": [...]}`/`{"__list__": [...]}`; a named activation as
     `{"__activation__": name}`; a model (the one a wrapper such as `MultiStep` holds) as
     `{"__model__": {"class", "config", "dtype", "has_dtype_argument", "layout"}}`, its
-    arrays being leaves of the wrapper's."""
+    arrays being leaves of the wrapper's; a system of `geomlearn.systems` (the one a
+    corrected integrator steps) as `{"__system__": {"class", "config"}}`."""
     if value is None or isinstance(value, (bool, str, int, float)):
         return value
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, AbstractModel):
         return {"__model__": encode_config(value)}
+    if isinstance(value, AbstractSystem):
+        return {"__system__": _encode_system(name, value)}
     if isinstance(value, (tuple, list)):
         tag = "__tuple__" if isinstance(value, tuple) else "__list__"
         return {tag: [_encode_value(name, v) for v in value]}
@@ -55,6 +61,51 @@ def _encode_value(name: str, value: Any) -> Any:
         "only numbers, strings, booleans, None, tuples/lists of these and named "
         "activations can be stored"
     )
+
+
+def _system_class(name):
+    """The concrete system class of `geomlearn.systems` named `name`, or `None`."""
+    cls = getattr(systems, name, None) if isinstance(name, str) and name in systems.__all__ else None
+    ok = isinstance(cls, type) and issubclass(cls, AbstractSystem) and not inspect.isabstract(cls)
+    return cls if ok else None
+
+
+def _encode_system(name: str, system) -> dict:
+    """`{"class", "config"}` of a system of `geomlearn.systems`: its class name and its
+    constructor arguments, read from its fields of the same names."""
+    cls = type(system)
+    if _system_class(cls.__name__) is not cls:
+        raise PersistenceError(
+            f"cannot save constructor argument {name!r}: expected a system of "
+            f"geomlearn.systems (stored by class name), got {cls.__module__}.{cls.__name__}")
+    config = {}
+    for arg, p in inspect.signature(cls.__init__).parameters.items():
+        if arg == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        try:
+            value = getattr(system, arg)
+        except AttributeError:
+            raise PersistenceError(f"cannot save constructor argument {name!r}: the system "
+                                   f"{cls.__name__} does not store its argument {arg!r}") from None
+        config[arg] = _encode_value(f"{name}.{arg}", value)
+    return {"class": cls.__name__, "config": config}
+
+
+def _decode_system(record):
+    """The system a saved `{"class", "config"}` describes (a class of `geomlearn.systems`
+    only, built from its decoded constructor arguments)."""
+    if not (isinstance(record, dict) and isinstance(record.get("config"), dict)):
+        raise PersistenceError(f"expected a system description in the saved config, got {record!r:.80}")
+    cls = _system_class(record.get("class"))
+    if cls is None:
+        raise PersistenceError(f"unknown system class {record.get('class')!r:.80} in the saved config; "
+                               "expected a class of geomlearn.systems")
+    config = {arg: _decode_value(v) for arg, v in record["config"].items()}
+    try:
+        return cls(**config)
+    except (TypeError, ValueError) as e:
+        raise PersistenceError(f"cannot rebuild the system {cls.__name__} from the saved "
+                               f"configuration {config!r:.200}: {e!s:.200}") from None
 
 
 def _decode_items(items, container):
@@ -82,6 +133,7 @@ _DECODERS = {
     "__tuple__": lambda items: _decode_items(items, tuple),
     "__list__": lambda items: _decode_items(items, list),
     "__model__": _decode_model,
+    "__system__": _decode_system,
 }
 
 
@@ -114,6 +166,37 @@ def encode_config(model) -> dict:
         "has_dtype_argument": "dtype" in inspect.signature(type(model).__init__).parameters,
         "layout": file_layout(type(model).__name__),
     }
+
+
+def _completed_value(value):
+    if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("__model__"), dict):
+        nested = value["__model__"]
+        return {"__model__": {**nested, "config": completed_config(nested)}}
+    return value
+
+
+def completed_config(header: dict):
+    """The encoded configuration a file's `header` records, with the encoded default of
+    every constructor argument it does not record (a file written before the argument
+    existed, which loads with that default), nested models too: what a model rebuilt
+    from the file reports. A header of an unknown class is returned as recorded."""
+    config = header.get("config")
+    try:
+        cls = model_class(header.get("class"))
+    except (ValueError, TypeError):
+        return config
+    if not isinstance(config, dict):
+        return config
+    out = {name: _completed_value(v) for name, v in config.items()}
+    for name, p in inspect.signature(cls.__init__).parameters.items():
+        if (name in out or name in ("self", "key", "dtype") or p.default is p.empty
+                or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)):
+            continue
+        try:
+            out[name] = _encode_value(name, p.default)
+        except PersistenceError:  # a default that is not stored by value
+            continue
+    return out
 
 
 # ---------------------------------------------------------------------- skeleton

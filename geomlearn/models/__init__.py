@@ -26,6 +26,7 @@ from ._task import (
     Windows as Windows,
 )
 from .conformal import ConformalSympNet as ConformalSympNet
+from .corrected import CorrectedIntegrator as CorrectedIntegrator
 from .hnn import HamiltonianNeuralNetwork as HamiltonianNeuralNetwork
 from .lagrangian import LagrangianNeuralNetwork as LagrangianNeuralNetwork
 from .lie_poisson import LiePoissonNet as LiePoissonNet
@@ -69,6 +70,7 @@ __all__ = [
     "MultiStep",
     "ConformalSympNet",
     "PortHamiltonianNN",
+    "CorrectedIntegrator",
 ]
 
 # The symplectic autoencoder and the integrators of reduced codes live with the other

@@ -27,6 +27,15 @@ Lubich and Wanner, *Geometric Numerical Integration*, §V.1). Reversible is not
 which the G- and LA-SympNets' shears (linear in the step) satisfy and the Hénon layers
 do not, so a symmetric `HenonNet` is reversible but not time-symmetric. It evaluates
 the layers twice.
+
+**Identity at initialisation.** With `identity_init=True` a new model is exactly the
+identity: its output coefficients start at zero (the weights $a$ of the gradient,
+activation and Hénon layers, the matrices $S$ of the linear shears; a Hénon layer with
+$\nabla V = 0$ is four quarter turns), while the loss's gradient there is not zero, so
+it trains from the identity — the start of a correction of a classical step
+(`geomlearn.models.corrected`). A Hénon layer moves states to first order by the flow of
+the even part $V(y) + V(-y - \eta)$ of its potential, constant for $b = \eta = 0$ and
+$\sigma$ = constant + odd: its offsets start at $b \sim \mathcal{N}(0, 1)$ instead.
 """
 
 from __future__ import annotations
@@ -64,6 +73,13 @@ def stack_options(dim, n_layers, width, activation, symmetric) -> tuple:
     width = check_int("width", width, minimum=1)
     resolve_activation(activation)
     return dim, n_layers, width, activation, check_bool("symmetric", symmetric)
+
+
+def _zeroed(module: eqx.Module, *names: str) -> eqx.Module:
+    """`module` with its arrays `names` (fields of `module`) replaced by zeros of the same
+    shape and dtype: the output coefficients of a layer that starts as the identity."""
+    return eqx.tree_at(lambda m: tuple(getattr(m, n) for n in names), module,
+                       tuple(jnp.zeros_like(getattr(module, n)) for n in names))
 
 
 def stacked_layers(make: Callable, n_layers: int, key: PRNGKeyArray, dtype) -> eqx.Module:
@@ -118,6 +134,8 @@ class GSympNet(AbstractSymmetrisableIntegrator):
     - `init_upper`: start with a Q-layer (`True`, default) or a P-layer.
     - `symmetric`: build the reversible composition $R\,\Phi_{h/2}^{-1} R\,\Phi_{h/2}$
       (see "Symmetric compositions" in the module documentation; default `False`).
+    - `identity_init`: start as exactly the identity map, every layer's $a = 0$ (module
+      documentation; default `False`).
     - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype.
 
     **Call:** `model(z, h=None)` on one point `(dim,)`; `model.inverse(z, h=None)` is the
@@ -138,6 +156,7 @@ class GSympNet(AbstractSymmetrisableIntegrator):
     activation: Callable | str = eqx.field(static=True)
     init_upper: bool = eqx.field(static=True)
     symmetric: bool = eqx.field(static=True)
+    identity_init: bool = eqx.field(static=True)
 
     def __init__(
         self,
@@ -148,6 +167,7 @@ class GSympNet(AbstractSymmetrisableIntegrator):
         activation: Callable | str = jnp.tanh,
         init_upper: bool = True,
         symmetric: bool = False,
+        identity_init: bool = False,
         key: PRNGKeyArray,
         dtype=None,
     ):
@@ -158,13 +178,15 @@ class GSympNet(AbstractSymmetrisableIntegrator):
         self.activation = activation
         self.init_upper = check_bool("init_upper", init_upper)
         self.symmetric = check_bool("symmetric", symmetric)
+        self.identity_init = check_bool("identity_init", identity_init)
         keys = jax.random.split(key, self.n_layers)
-        self.layers = tuple(
+        layers = tuple(
             alternate(GradientLayerQ, GradientLayerP, i, init_upper)(
                 self.dim, self.width, activation, key=k, dtype=dtype
             )
             for i, k in enumerate(keys)
         )
+        self.layers = tuple(_zeroed(layer, "a") for layer in layers) if self.identity_init else layers
 
     def _forward(self, z, h):
         for layer in self.layers:  # heterogeneous (Q, P, Q, ...): unrolled at trace time
@@ -205,9 +227,9 @@ class LASympNet(AbstractSymmetrisableIntegrator):
 
     - `n_layers`, `n_linear`: linear modules and shears per module, `≥ 1` (defaults 3, 2).
     - `activation`: a callable or a name (default `jnp.tanh`).
-    - `init_upper`: whether the first linear shear of each module and the first activation
-      layer are Q-layers (default `True`).
-    - `symmetric`: build the reversible composition (module documentation; default `False`).
+    - `init_upper`: whether each module's first shear and the first activation layer are
+      Q-layers (default `True`); `symmetric`, `identity_init`: build the reversible
+      composition; start as the identity, $S = a = 0$ (module docs; defaults `False`).
     - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype (zero biases).
 
     **Call:** `model(z, h=None)` on one point `(dim,)` (`h` scales every shear and the
@@ -230,6 +252,7 @@ class LASympNet(AbstractSymmetrisableIntegrator):
     activation: Callable | str = eqx.field(static=True)
     init_upper: bool = eqx.field(static=True)
     symmetric: bool = eqx.field(static=True)
+    identity_init: bool = eqx.field(static=True)
 
     def __init__(
         self,
@@ -240,6 +263,7 @@ class LASympNet(AbstractSymmetrisableIntegrator):
         activation: Callable | str = jnp.tanh,
         init_upper: bool = True,
         symmetric: bool = False,
+        identity_init: bool = False,
         key: PRNGKeyArray,
         dtype=None,
     ):
@@ -250,6 +274,7 @@ class LASympNet(AbstractSymmetrisableIntegrator):
         self.activation = activation
         self.init_upper = check_bool("init_upper", init_upper)
         self.symmetric = check_bool("symmetric", symmetric)
+        self.identity_init = check_bool("identity_init", identity_init)
         dtype = float_dtype(dtype)
         lin_key, act_key = jax.random.split(key)
         lin_keys = jax.random.split(lin_key, (self.n_layers, self.n_linear))
@@ -270,6 +295,10 @@ class LASympNet(AbstractSymmetrisableIntegrator):
             )
             for i, k in enumerate(act_keys)
         )
+        if self.identity_init:  # S = 0 and a = 0: every shear, hence the model, is the identity
+            self.linear_layers, self.activation_layers = (
+                tuple(tuple(_zeroed(layer, "S") for layer in module) for module in self.linear_layers),
+                tuple(_zeroed(layer, "a") for layer in self.activation_layers))
 
     def _forward(self, z, h):
         step = step_size(h, z.dtype)
@@ -320,7 +349,8 @@ class HenonNet(AbstractStackedSympNet):
     - `n_layers`: the number of Hénon layers, `≥ 1`.
     - `width`: the hidden width of each potential network, `≥ 1`.
     - `activation`: a callable or a name (default `jnp.tanh`; should be differentiable).
-    - `symmetric`: build the reversible composition (module documentation; default `False`).
+    - `symmetric`, `identity_init`: build the reversible composition; start as exactly
+      the identity, $a = 0$ and $b \sim \mathcal{N}(0, 1)$ (module docs; defaults `False`).
     - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype.
 
     **Call:** `model(z, h=None)` on one point `(dim,)`; `model.inverse(z, h=None)` is the
@@ -341,6 +371,7 @@ class HenonNet(AbstractStackedSympNet):
     width: int = eqx.field(static=True)
     activation: Callable | str = eqx.field(static=True)
     symmetric: bool = eqx.field(static=True)
+    identity_init: bool = eqx.field(static=True)
 
     def __init__(
         self,
@@ -350,10 +381,18 @@ class HenonNet(AbstractStackedSympNet):
         width: int,
         activation: Callable | str = jnp.tanh,
         symmetric: bool = False,
+        identity_init: bool = False,
         key: PRNGKeyArray,
         dtype=None,
     ):
         self.dim, self.n_layers, self.width, self.activation, self.symmetric = stack_options(
             dim, n_layers, width, activation, symmetric)
-        self.layers = stacked_layers(
+        self.identity_init = check_bool("identity_init", identity_init)
+        if self.identity_init:
+            key, offset_key = jax.random.split(key)
+        layers = stacked_layers(
             lambda k, dt: HenonLayer(self.dim, self.width, activation, key=k, dtype=dt), self.n_layers, key, dtype)
+        if self.identity_init:  # a = 0: the identity; b drawn: a non-zero gradient there
+            b = jax.random.normal(offset_key, layers.b.shape, layers.b.dtype)
+            layers = eqx.tree_at(lambda m: (m.a, m.b), layers, (jnp.zeros_like(layers.a), b))
+        self.layers = layers
