@@ -144,8 +144,13 @@ def symplecticity_residual(f: Callable[[State], State], x: State) -> Scalar:
         raise ValueError(
             f"symplecticity needs an even last dimension 2n (z = (q, p)), got shape {shape}"
         )
-    T = shape[0] if len(shape) == 2 else 1
-    M = jacobian(f, x)
+    return _symplecticity_of(jacobian(f, x), shape)
+
+
+def _symplecticity_of(M, shape: tuple[int, ...]) -> Scalar:
+    """`symplecticity_residual` of a Jacobian `M` at a state of `shape` (even last
+    dimension)."""
+    T, d = (shape[0] if len(shape) == 2 else 1), shape[-1]
     omega_np = np.kron(np.eye(T), _symplectic_matrix_np(d // 2))
     omega = jnp.asarray(omega_np, dtype=M.dtype)
     diff = M.T @ omega @ M - omega
@@ -163,7 +168,11 @@ def volume_residual(f: Callable[[State], State], x: State) -> Scalar:
     map (orientation-reversing maps with $\det M = -1$ also give `0`).
     """
     _check_state(x)
-    M = jacobian(f, x)
+    return _volume_of(jacobian(f, x))
+
+
+def _volume_of(M) -> Scalar:
+    """`volume_residual` of a Jacobian `M`."""
     _, logabsdet = jnp.linalg.slogdet(M)
     return jnp.abs(jnp.expm1(logabsdet))
 
@@ -277,11 +286,12 @@ def structure_residuals(fmap: Callable[[State], State], points, dim: int) -> dic
     (which sets how much rounding the residuals carry).
     """
 
-    def one(z):
-        out = {"volume": volume_residual(fmap, z)}
+    def one(z):  # one Jacobian for the three measures: the map is traced once
+        _check_state(z)
+        M = jacobian(fmap, z)
+        out = {"volume": _volume_of(M), "condition": jnp.linalg.cond(M)}
         if dim % 2 == 0:
-            out["symplecticity"] = symplecticity_residual(fmap, z)
-        out["condition"] = jnp.linalg.cond(jacobian(fmap, z))
+            out["symplecticity"] = _symplecticity_of(M, z.shape)
         return out
 
     values = jax.jit(jax.vmap(one))(points)

@@ -8,6 +8,7 @@ between modules) it completes. If a JAX release raises a Python error instead of
 crashing, the first test fails and says so: the guard may then be revisited.
 """
 
+import os
 import pathlib
 import subprocess
 import sys
@@ -24,8 +25,13 @@ pytestmark = [
 
 
 def _run(*args):
+    """The tool under XLA's default compiler settings and without the suite's compilation
+    cache (`tests/conftest.py` sets both for the processes tests start): the crash it
+    reproduces is that of users' runs."""
+    env = {k: v for k, v in os.environ.items()
+           if k != "XLA_FLAGS" and not k.startswith(("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE"))}
     return subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True, check=False,
-                          timeout=600)
+                          timeout=600, env=env)
 
 
 def test_without_the_guard_a_full_mapping_table_kills_the_process():

@@ -19,11 +19,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..integrators import StormerVerlet
 from ..systems import AbstractPortHamiltonianSystem, AbstractSystem
 from ._policy import AbstractPolicy
 
 __all__ = ["AbstractCompatibility", "Unconstrained", "Canonical", "UnitMassCanonical",
-           "LiePoissonSO3", "EvenDimensional", "EvenOrDriven"]
+           "LiePoissonSO3", "EvenDimensional", "EvenOrDriven", "KnownSeparable"]
 
 
 class AbstractCompatibility(AbstractPolicy):
@@ -151,4 +152,28 @@ class EvenOrDriven(AbstractCompatibility):
         if space.dim % 2 and not driven:
             return (f"{cls.__name__} reads an odd-dimensional state as (q, p, t), a driven "
                     f"system's; {type(space).__name__} is not driven")
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownSeparable(AbstractCompatibility):
+    r"""A built-in canonical, autonomous system with a separable Hamiltonian
+    $H = T(p) + V(q)$: a model that takes the system's own classical step (Störmer–Verlet)
+    between learned corrections. A data file brings no equations, and a driven system's
+    rows without their clock no autonomous Hamiltonian."""
+
+    needs_canonical: ClassVar[bool] = True
+
+    def incompatibility(self, cls, space):
+        why = _not_canonical(cls, space)
+        if why:
+            return why
+        if not isinstance(space, AbstractSystem) or space.driven:
+            return (f"{cls.__name__} takes the classical step of a known autonomous Hamiltonian "
+                    f"system, and {type(space).__name__} brings none; use --system with a "
+                    "built-in canonical system (see `geomlearn list`)")
+        try:
+            StormerVerlet().check_system(space)
+        except ValueError as e:
+            return f"{cls.__name__} steps with Störmer–Verlet: {e}"
         return None

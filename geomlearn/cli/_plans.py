@@ -20,13 +20,13 @@ import jax.numpy as jnp
 import optax
 
 from ..manifolds import riemannian_adam
-from ..models import Snapshots, StepResiduals
+from ..models import GSympNet, Snapshots, StepResiduals
 from ..reduction import initialize_from_psd
 from ..training import KeepBest, fit, fit_position_last, trains_position_last
 from ._policy import AbstractPolicy
 from ._trainer_choice import budget_text, choose_trainer
 
-__all__ = ["AbstractArguments", "StateDimension", "DegreesOfFreedom", "ForcingWhenOdd",
+__all__ = ["AbstractArguments", "StateDimension", "DegreesOfFreedom", "ForcingWhenOdd", "ClassicalStep",
            "LatentStride", "AbstractPlan", "IntegratorPlan", "ReductionPlan", "LiftPlan"]
 
 
@@ -37,9 +37,10 @@ class AbstractArguments(AbstractPolicy):
     """How a model class is constructed for data of dimension `dim`."""
 
     @abc.abstractmethod
-    def build(self, cls: type, dim: int, *, defaults: dict, overrides: dict, key):
+    def build(self, cls: type, dim: int, *, defaults: dict, overrides: dict, key, system=None):
         """The model `cls(...)` for states of dimension `dim`, from the spec's `defaults`
-        for that dimension and the caller's `overrides` (which win)."""
+        for that dimension and the caller's `overrides` (which win); `system` is what the
+        model is built for (a system, a `DataFile`, or `None` when only `dim` is known)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +48,7 @@ class StateDimension(AbstractArguments):
     """`cls(dim, **defaults, **overrides, key=key)`: the first argument is the state
     dimension."""
 
-    def build(self, cls, dim, *, defaults, overrides, key):
+    def build(self, cls, dim, *, defaults, overrides, key, system=None):
         return cls(dim, **{**defaults, **overrides}, key=key)
 
 
@@ -56,7 +57,7 @@ class DegreesOfFreedom(AbstractArguments):
     r"""`cls(dim // 2, ...)`: the first argument is the number of degrees of freedom
     $n = \mathrm{dim}/2$ (a Lagrangian network of states $(q, \dot q)$)."""
 
-    def build(self, cls, dim, *, defaults, overrides, key):
+    def build(self, cls, dim, *, defaults, overrides, key, system=None):
         return cls(dim // 2, **{**defaults, **overrides}, key=key)
 
 
@@ -65,7 +66,7 @@ class ForcingWhenOdd(AbstractArguments):
     """`cls(dim, forcing=..., ...)`: a learned force of the time (`forcing="time"`) for an
     odd-dimensional state `(q, p, t)` of a driven system, none otherwise."""
 
-    def build(self, cls, dim, *, defaults, overrides, key):
+    def build(self, cls, dim, *, defaults, overrides, key, system=None):
         forcing = "time" if dim % 2 else None
         return cls(dim, **{"forcing": forcing, **defaults, **overrides}, key=key)
 
@@ -78,11 +79,27 @@ class LatentStride(AbstractArguments):
 
     above_2: int = 8
 
-    def build(self, cls, dim, *, defaults, overrides, key):
+    def build(self, cls, dim, *, defaults, overrides, key, system=None):
         reduced_dim = overrides.get("reduced_dim", defaults.get("reduced_dim", 2))
         if reduced_dim > 2 and "stride" not in overrides:
             overrides = {**overrides, "stride": self.above_2}
         return cls(dim, **{**defaults, **overrides}, key=key)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClassicalStep(AbstractArguments):
+    """`cls(system, correction, ...)` of a corrected integrator: the classical step of
+    the `system` it is built for, between corrections that start as the identity, each a
+    `GSympNet(dim, n_layers, width, identity_init=True)`; the spec's defaults and
+    `--model-option` set the placement, the method and the substeps."""
+
+    n_layers: int = 2
+    width: int = 16
+
+    def build(self, cls, dim, *, defaults, overrides, key, system=None):
+        correction = GSympNet(dim, n_layers=self.n_layers, width=self.width,
+                              identity_init=True, key=key)
+        return cls(system, correction, **{**defaults, **overrides})
 
 
 # ---------------------------------------------------------------------------- plans

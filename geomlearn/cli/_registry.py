@@ -17,12 +17,14 @@ from ._compatibility import (
     Canonical,
     EvenDimensional,
     EvenOrDriven,
+    KnownSeparable,
     LiePoissonSO3,
     Unconstrained,
     UnitMassCanonical,
 )
 from ._evaluations import DissipativeEvaluation, ReductionEvaluation
 from ._plans import (
+    ClassicalStep,
     DegreesOfFreedom,
     ForcingWhenOdd,
     IntegratorPlan,
@@ -104,6 +106,10 @@ for _spec in (
               compatibility=Unconstrained()),
     ModelSpec(name="hnn", cls=models.HamiltonianNeuralNetwork, defaults={"width": 16, "depth": 2},
               compatibility=Canonical()),
+    # Störmer–Verlet of the known system between two G-SympNets that start as the identity
+    ModelSpec(name="corrected", cls=models.CorrectedIntegrator,
+              defaults={"placement": "around", "substeps": 1}, compatibility=KnownSeparable(),
+              arguments=ClassicalStep()),
     ModelSpec(name="conformal-sympnet", cls=models.ConformalSympNet,
               defaults={"n_layers": 4, "width": 16}, compatibility=EvenDimensional(),
               plan=IntegratorPlan(step_from_data=True), evaluation=DissipativeEvaluation()),

@@ -83,11 +83,11 @@ class ModelSpec:
             return {**self.defaults, **self.sizes_above[1]}
         return dict(self.defaults)
 
-    def build(self, dim: int, *, key, **overrides):
-        """The model for states of dimension `dim`: `defaults_for(dim)` with `overrides`,
-        as `arguments` calls the constructor."""
+    def build(self, dim: int, *, key, system=None, **overrides):
+        """The model for states of dimension `dim` (of `system`, where the model needs
+        it): `defaults_for(dim)` with `overrides`, as `arguments` calls the constructor."""
         return self.arguments.build(self.cls, dim, defaults=self.defaults_for(dim),
-                                    overrides=overrides, key=key)
+                                    overrides=overrides, key=key, system=system)
 
     def build_for(self, system, *, key, seq_length=None, prediction_window=None,
                   positional_encoding=False, reduced_dim=None, model_options=None):
@@ -111,7 +111,7 @@ class ModelSpec:
                 raise ValueError(f"--reduced-dim does not apply to {self.name}")
             overrides["reduced_dim"] = reduced_dim
         try:
-            return self.build(system.dim, key=key, **chosen, **overrides), options
+            return self.build(system.dim, key=key, system=system, **chosen, **overrides), options
         except (TypeError, ValueError) as e:
             raise ValueError(f"cannot build {self.name} for {type(system).__name__}: {e}") from None
 

@@ -37,6 +37,7 @@ the method steps the known part and the corrections learn the rest of the data's
 
 from __future__ import annotations
 
+import copy
 from typing import ClassVar
 
 import equinox as eqx
@@ -242,6 +243,12 @@ class CorrectedIntegrator(AbstractPointModel):
         self.dt = check_stored_dt(dt)
         self.before = correction if self.placing.before else None
         self.after = correction if self.placing.after else None
+
+    def with_dt(self, dt: float | None) -> CorrectedIntegrator:
+        """A copy with the time step `dt` (stored in its file; see `dt`)."""
+        new = copy.copy(self)
+        object.__setattr__(new, "dt", check_stored_dt(dt))  # a static field: not a leaf
+        return new
 
     @property
     def correction(self) -> AbstractFeedForwardIntegrator:
