@@ -9,10 +9,12 @@ import time
 import warnings
 
 import jax
+import numpy as np
 
 from .._files import write_json
 from .._format import fmt
 from ..evaluation import escape_warning
+from ..integrators import fastest_frequency
 from ..io import encode_config, save
 from ..second_order import AbstractDampedLeastSquares
 from ._system_names import SYSTEMS, resolve_system
@@ -31,7 +33,11 @@ __all__ = ["DEFAULT_SEQ_LENGTH", "DEFAULT_HORIZON", "train", "evaluate", "NOT_TR
 _TRAINING_METRICS = ("training_seconds", "epochs", "stop_reason", "final_loss", "final_val_loss",
                      "start_loss", "identity_loss", "identity_loss_note", "trained",
                      "not_trained_reason",
-                     "budget_ended_run", "loss_still_falling", "loss_recent_decrease")
+                     "budget_ended_run", "loss_still_falling", "loss_recent_decrease",
+                     "stride", "fastest_frequency", "verlet_stability_limit")
+
+#: The most data states the fastest linearised frequency is taken over (evenly spaced).
+_FREQUENCY_STATES = 256
 
 
 def _horizon(horizon, particles=None) -> dict:
@@ -185,6 +191,30 @@ def _verdict(metrics, history, baselines, unit) -> list[tuple[str, str]]:
     return rows + [("learned", "yes" if reason is None else f"NOT TRAINED: {reason}")]
 
 
+def _stride_report(stride: int, system, data) -> tuple[dict, list[tuple[str, str]]]:
+    r"""`(entries, rows)`: the stride, the fastest linearised frequency at the data and
+    Störmer–Verlet's stability limit $2/\omega_{\max}$ (`fastest_frequency`; `None`
+    for a system that is not canonical and separable, or none), for `metrics.json` and
+    the summary (no row without a system)."""
+    entries = {"stride": stride, "fastest_frequency": None, "verlet_stability_limit": None}
+    if system is None:
+        return entries, []
+    row = f"{stride} × {fmt(data.dt / stride)} = Δt {fmt(data.dt)}"
+    states = np.asarray(data.states).reshape(-1, data.dim)
+    states = states[np.unique(np.linspace(0, len(states) - 1, _FREQUENCY_STATES).round()
+                              .astype(int))]
+    try:
+        omega = fastest_frequency(system, states)
+    except ValueError:  # not canonical and separable: no limit to report
+        return entries, [("stride", row)]
+    limit = 2.0 / omega if omega > 0 else None
+    entries.update(fastest_frequency=omega, verlet_stability_limit=limit)
+    where = f"(ω_max = {fmt(omega)} at {len(states)} data states)"
+    row += (f"; Störmer–Verlet stable for Δt < 2/ω_max = {fmt(limit)} {where}" if limit
+            else f"; Störmer–Verlet stable at every Δt {where}")
+    return entries, [("stride", row)]
+
+
 def _classical_rows(metrics) -> list[tuple[str, str]]:
     """The summary's line on the classical integrators at equal cost (none without)."""
     verdict = metrics.get("against_classical")
@@ -192,11 +222,12 @@ def _classical_rows(metrics) -> list[tuple[str, str]]:
 
 
 def _finish(out, *, spec, model, system, held_out, fit_options, run, history, how, fit_seconds,
-            started, on, horizon, limits, baselines) -> int:
+            started, on, horizon, limits, baselines, stride) -> int:
     """Evaluate the trained model (against `system`, or `None` for a user's file; `on`
     names the data), write `metrics.json` and the report, print a summary; the exit
     status (`NOT_TRAINED` when the model did not learn: `learned`). `limits` is
-    `(epochs, time_budget, unit)` of the run's budget, `baselines` `_baselines`'."""
+    `(epochs, time_budget, unit)` of the run's budget, `baselines` `_baselines`', `stride`
+    `_stride_report`'s."""
     result = spec.evaluate(model, system, held_out, **fit_options, **horizon)
     metrics = dict(result, training_seconds=fit_seconds, epochs=len(history["epoch"]),
                    stop_reason=history.get("stop_reason"),
@@ -208,12 +239,13 @@ def _finish(out, *, spec, model, system, held_out, fit_options, run, history, ho
     ended, entries = how_it_ended(history, epochs=epochs, time_budget=budget, unit=unit)
     metrics.update(entries)
     verdict = _verdict(metrics, history, baselines, unit)
+    metrics.update(stride[0])
     write_json(out / "metrics.json", metrics)
     wrote = [MODEL_FILE, "run.json", "history.json", "metrics.json"]
     if spec.report(out / "report.png", run=run, history=history, evaluation=result):
         wrote.append("report.png")
     extra = [("trainer", how), (unit, f"{metrics['epochs']} in {fit_seconds:.3g} s; {ended}"),
-             *verdict, *_classical_rows(metrics)]
+             *verdict, *_classical_rows(metrics), *stride[1]]
     if "kept_epoch" in metrics:
         extra.append(("kept", f"epoch {metrics['kept_epoch']}: latent rollout error "
                               f"{fmt(metrics['kept_score'])} on the {history['kept_score_on']}"))
@@ -238,7 +270,7 @@ def _source(options: TrainOptions, key):
         model, fit_options = _build(spec, shape, options, key)
         train_data, held_out, description = user(for_system, system_name, system,
                                                  n_trajectories=options.n_trajectories,
-                                                 seed=options.seed)
+                                                 seed=options.seed, stride=options.stride)
         return (system_name, system, shape, spec, model, fit_options, train_data, held_out,
                 description, {})
     spec = model_by_name(options.model)
@@ -287,8 +319,8 @@ def train(args) -> int:
                    fit_options=fit_options, run=run, history=history, how=how,
                    fit_seconds=fit_seconds, started=started, on=on,
                    horizon=_horizon(options.horizon, options.particles),
-                   limits=(epochs, budget, unit),
-                   baselines=baselines)
+                   limits=(epochs, budget, unit), baselines=baselines,
+                   stride=_stride_report(options.stride, against, train_data))
 
 
 # ------------------------------------------------------------ evaluate, check, list
@@ -305,7 +337,8 @@ def evaluate(args) -> int:
     else:
         system = SYSTEMS[options.system]()
         _, held_out, _ = user(for_system, options.system, system,
-                              n_trajectories=options.n_trajectories, seed=options.seed)
+                              n_trajectories=options.n_trajectories, seed=options.seed,
+                              stride=options.stride)
         system = _evaluated_against(options.system, system)
     history = (read_run_json(out / "history.json", lists=("epoch", "loss", "val_loss"))
                if (out / "history.json").exists() else None)  # read before writing anything

@@ -71,10 +71,11 @@ class TrainOptions:
     `model_options` (constructor arguments), `n_trajectories`, `x64`, `seed`, `horizon`
     (steps of the long-horizon evaluation, 0: none), `particles` (the spatial dimension
     of the particles of a `data` file, whose escapes are measured in their centre-of-mass
-    frame; `None`: the system's, none for a file), and where the run is written,
-    `out` and `force` (not recorded). `None` leaves a choice to the run (`resolved`).
-    Counts below 1, a time budget that is not positive or a negative horizon raise
-    `ValueError` naming the flag.
+    frame; `None`: the system's, none for a file), `stride` (the data keep every
+    `stride`-th step of their recipe's time step; 1 with `data`), and where the run is
+    written, `out` and `force` (not recorded). `None` leaves a choice to the run
+    (`resolved`). Counts below 1, a time budget that is not positive, a negative
+    horizon or a stride with `data` raise `ValueError` naming the flag.
     """
 
     system: str | None = None
@@ -97,6 +98,7 @@ class TrainOptions:
     seed: int = 0
     horizon: int = DEFAULT_HORIZON
     particles: int | None = None
+    stride: int = 1
     out: str | None = None
     force: bool = False
 
@@ -105,7 +107,7 @@ class TrainOptions:
                             ("--seq-length", self.seq_length),
                             ("--n-trajectories", self.n_trajectories),
                             ("--reduced-dim", self.reduced_dim),
-                            ("--particles", self.particles)):
+                            ("--particles", self.particles), ("--stride", self.stride)):
             if value is not None and value < 1:
                 raise ValueError(f"{flag} must be at least 1, got {value}")
         if self.time_budget is not None and not self.time_budget > 0:
@@ -113,6 +115,9 @@ class TrainOptions:
         if self.horizon is not None and self.horizon < 0:
             raise ValueError(f"--horizon must be at least 0 (0: no long-horizon evaluation), "
                              f"got {self.horizon}")
+        if self.data is not None and self.stride != 1:
+            raise ValueError("--stride applies to a system's data (--system), not to --data "
+                             "(a file keeps the time step it was written with)")
 
     @classmethod
     def from_args(cls, args) -> TrainOptions:
@@ -129,7 +134,7 @@ class TrainOptions:
             prediction_window=args.prediction_window, positional_encoding=args.positional_encoding,
             reduced_dim=args.reduced_dim, model_options=user(parse_model_options, args.model_option),
             n_trajectories=args.n_trajectories, x64=bool(args.x64), seed=args.seed,
-            horizon=args.horizon, particles=args.particles, out=args.out,
+            horizon=args.horizon, particles=args.particles, stride=args.stride, out=args.out,
             force=bool(args.force))
 
     def resolved(self, fit_options: dict, *, epochs, batch_size, time_budget) -> TrainOptions:
@@ -223,6 +228,11 @@ def train_arguments(t) -> None:
     t.add_argument("--x64", action="store_true", help="compute in float64 (JAX's 64-bit mode, this process only)")
     t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     horizon_argument(t)
+    t.add_argument("--stride", type=int, default=1, metavar="S",
+                   help="sample the system's data every S steps of its recipe's time step: the "
+                        "model learns one step of S*dt, and the summary gives Störmer–Verlet's "
+                        "stability limit next to it (default 1; not with --data or a fixed "
+                        "data set)")
     t.add_argument("--particles", type=int, default=None, metavar="K",
                    help="with --data: the positions are particles in K dimensions (x1 y1 x2 y2 "
                         "…, momenta alike) moving under forces of their differences; the long "

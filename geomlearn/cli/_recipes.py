@@ -1,11 +1,13 @@
-"""The data the command line trains and evaluates on, by system name.
+r"""The data the command line trains and evaluates on, by system name.
 
 A system with a recipe in `RECIPES` uses it: the papers' data sets of
 `geomlearn.datasets` where a paper prescribes one, and otherwise many initial states
 drawn from a stated range with a reference accurate to a relative 1e-8 per stored step
 (`geomlearn.datasets.reference_data`). Any other system is integrated from its
 `default_initial_conditions()` with `DEFAULT_DT` for `DEFAULT_STEPS` steps by the
-6th-order Gauss–Legendre method, to the same accuracy.
+6th-order Gauss–Legendre method, to the same accuracy. The recipes that integrate their
+trajectories take a stride $S$: they integrate $S$ times as many steps and keep every
+$S$-th row, so the data have as many rows at $S\,\Delta t$.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ from ..datasets import (
     rigid_body_vpt_initial_conditions,
     three_body,
 )
+from .._validation import check_int
 from ..integrators import GaussLegendre6
 from ._own_data import DataFile
+from ._system_names import SYSTEMS
 
 __all__ = ["for_system", "phase_space", "RECIPES", "CLOCK_DROPPED", "DEFAULT_DT", "DEFAULT_STEPS",
-           "ORDER_DEPENDENT_SEQ_LENGTH",
+           "ORDER_DEPENDENT_SEQ_LENGTH", "strided_systems",
            "SAMPLED_TRAJECTORIES", "SAMPLED_STEPS", "MAX_TRAJECTORIES"]
 
 #: Time step and number of steps of the generic recipe (any system without its own).
@@ -55,6 +59,30 @@ def _count(n: int | None, default: int, maximum: int = MAX_TRAJECTORIES) -> int:
     if not 1 <= n <= maximum:
         raise ValueError(f"n_trajectories must be between 1 and {maximum}, got {n}")
     return n
+
+
+def _strided(data: TrajectoryData, stride: int) -> TrajectoryData:
+    """Every `stride`-th row of `data` (a reference without start times or names), at
+    `dt·stride`."""
+    if stride == 1:
+        return data
+    return TrajectoryData(data.states[:, ::stride], data.dt * stride, labels=data.labels)
+
+
+def _grid(dt: float, stride: int) -> str:
+    """The sampling of a recipe's data: `dt=0.1`, or `every 8th of dt=0.1 (stride 8,
+    Δt = 0.8)`."""
+    if stride == 1:
+        return f"dt={dt}"
+    suffix = ("th" if 10 <= stride % 100 <= 20
+              else {1: "st", 2: "nd", 3: "rd"}.get(stride % 10, "th"))
+    return f"every {stride}{suffix} of dt={dt} (stride {stride}, Δt = {dt * stride:g})"
+
+
+def _takes_stride(recipe):
+    """Mark `recipe` as one that integrates its trajectories (`strided_systems`)."""
+    recipe.takes_stride = True
+    return recipe
 
 
 def _pendulum_recipe(system, *, n_trajectories, key, dtype):
@@ -84,38 +112,36 @@ def _coupled_oscillator_recipe(system, *, n_trajectories, key, dtype):
 
 def _sampled_recipe(make, what):
     """A recipe of `geomlearn.datasets` that draws its initial states (`what` says how)."""
-
-    def recipe(system, *, n_trajectories, key, dtype):
-        n = _count(n_trajectories, SAMPLED_TRAJECTORIES)
-        data = make(key, n_trajectories=n, n_steps=SAMPLED_STEPS, system=system, dtype=dtype)
-        return data, None, (f"{n} trajectories from {what}, dt={data.dt}, {SAMPLED_STEPS} steps, "
-                            f"reference accurate to {REFERENCE_TOLERANCE:g} per step")
-
-    return recipe
+    return _dissipative_recipe(make, what, SAMPLED_STEPS)
 
 
 def _dissipative_recipe(make, what, n_steps):
     """A recipe of a damped or driven system (`geomlearn.datasets`): `n_steps` steps from
     initial states drawn as `what` says."""
 
-    def recipe(system, *, n_trajectories, key, dtype):
+    @_takes_stride
+    def recipe(system, *, n_trajectories, key, dtype, stride=1):
         n = _count(n_trajectories, SAMPLED_TRAJECTORIES)
-        data = make(key, n_trajectories=n, n_steps=n_steps, system=system, dtype=dtype)
-        return data, None, (f"{n} trajectories from {what}, dt={data.dt}, {n_steps} steps, "
-                            f"reference accurate to {REFERENCE_TOLERANCE:g} per step")
+        data = make(key, n_trajectories=n, n_steps=n_steps * stride, system=system, dtype=dtype)
+        grid = _grid(data.dt, stride)
+        return _strided(data, stride), None, (
+            f"{n} trajectories from {what}, {grid}, {n_steps} steps, "
+            f"reference accurate to {REFERENCE_TOLERANCE:g} per step")
 
     return recipe
 
 
-def _generic_recipe(system, *, n_trajectories, key, dtype):
+@_takes_stride
+def _generic_recipe(system, *, n_trajectories, key, dtype, stride=1):
     z0 = system.default_initial_conditions(dtype=dtype)
     n = _count(n_trajectories, z0.shape[0], maximum=z0.shape[0])
     z0 = z0[np.unique(np.linspace(0, z0.shape[0] - 1, n).round().astype(int))]
-    data, substeps, _ = reference_data(system, z0, DEFAULT_DT, DEFAULT_STEPS,
+    data, substeps, _ = reference_data(system, z0, DEFAULT_DT, DEFAULT_STEPS * stride,
                                        method=GaussLegendre6(), dtype=dtype)
-    source = (f"default initial conditions, dt={DEFAULT_DT}, {DEFAULT_STEPS} steps, Gauss–Legendre 6 "
-              f"with {substeps} substeps (accurate to {REFERENCE_TOLERANCE:g} per step)")
-    return data, None, source
+    source = (f"default initial conditions, {_grid(DEFAULT_DT, stride)}, {DEFAULT_STEPS} steps, "
+              f"Gauss–Legendre 6 with {substeps} substeps (accurate to "
+              f"{REFERENCE_TOLERANCE:g} per step)")
+    return _strided(data, stride), None, source
 
 
 def _order_dependent_recipe(make, name):
@@ -147,7 +173,8 @@ def _toda_lattice_recipe(system, *, n_trajectories, key, dtype):
 
 #: Data recipes of `for_system`, by system name (`geomlearn.cli.SYSTEMS`). A recipe
 #: `recipe(system, *, n_trajectories, key, dtype)` returns `(data, held_out or None,
-#: description)`; `None` means "split `data` by trajectories".
+#: description)`; `None` means "split `data` by trajectories". A recipe that integrates
+#: its trajectories (`takes_stride`) takes `stride` too.
 RECIPES = {
     "pendulum": _pendulum_recipe,
     "rigid_body": _rigid_body_recipe,
@@ -191,9 +218,16 @@ def phase_space(name: str, system):
     return DataFile(dim=len(keep), canonical=bool(system.canonical), labels=keep)
 
 
+def strided_systems() -> list[str]:
+    """The built-in systems (`SYSTEMS`) whose data take a stride: those whose recipe
+    integrates its trajectories, and those without a recipe of their own."""
+    return [name for name in SYSTEMS
+            if getattr(RECIPES.get(name, _generic_recipe), "takes_stride", False)]
+
+
 def for_system(name: str, system, *, n_trajectories: int | None = None, seed: int = 0,
-               dtype=None) -> tuple[TrajectoryData, TrajectoryData, str]:
-    """`(train, held_out, description)`: the data the command line trains and evaluates on.
+               dtype=None, stride: int = 1) -> tuple[TrajectoryData, TrajectoryData, str]:
+    r"""`(train, held_out, description)`: the data the command line trains and evaluates on.
 
     Systems with a recipe in `RECIPES` use it (the papers' data sets, or initial states
     drawn from a stated range with an accurate reference); any other system is integrated
@@ -204,12 +238,22 @@ def for_system(name: str, system, *, n_trajectories: int | None = None, seed: in
     there are at least two trajectories, 80 % (by whole trajectories, chosen with `seed`)
     train and 20 % are held out for validation and evaluation; a single trajectory is
     trained and evaluated on.
+
+    With `stride` $S > 1$, a recipe that integrates its trajectories integrates $S$ times
+    as many steps of its `dt` and keeps every $S$-th row: as many rows at $S\,$`dt`. The
+    fixed data sets (the papers' and the Toda lattice's) raise `ValueError` naming the
+    systems that take a stride.
     """
+    stride = check_int("stride", stride, minimum=1)
     key = jax.random.fold_in(jax.random.PRNGKey(seed), 7)
     recipe = RECIPES.get(name, _generic_recipe)
+    by_stride = {"stride": stride} if stride > 1 else {}
+    if by_stride and not getattr(recipe, "takes_stride", False):
+        raise ValueError(f"the {name} data set is fixed and takes no stride; a stride applies "
+                         f"to {', '.join(strided_systems())}")
     data, held_out, source = recipe(
-        system, n_trajectories=n_trajectories, key=jax.random.fold_in(key, 1), dtype=dtype
-    )
+        system, n_trajectories=n_trajectories, key=jax.random.fold_in(key, 1), dtype=dtype,
+        **by_stride)
     if held_out is not None:
         return data, held_out, source
     if data.n_trajectories >= 2:

@@ -29,7 +29,7 @@ import numpy as np
 
 from .._format import aligned_table, fmt
 from .._validation import check_int
-from ..integrators import AbstractIntegrator, as_integrator, integrate
+from ..integrators import AbstractIntegrator, IntegrationError, as_integrator, integrate
 from ..rollout import check_model, model_rollout
 from ..structures import structure_named
 from ._baselines import classical_method, classical_step_error, identity_rollout
@@ -312,11 +312,16 @@ def _structure_points(model, states, task, n_points: int, key):
 
 def _reference_rate(system, states, dt, integrator):
     """States per second of `integrator` from the reference's initial states (same
-    process, after a warm-up), or `None` without a time step or a system."""
+    process, after a warm-up), or `None` without a time step or a system, or where the
+    integrator fails at the data's step (an implicit solve that does not converge at a
+    long stride): a speed of a run that gives no states is no reference."""
     if dt is None or system is None:
         return None
     n_traj, N = states.shape[:2]
-    _, seconds = timed(lambda: integrate(system, states[:, 0], dt, N - 1, method=integrator))
+    try:
+        _, seconds = timed(lambda: integrate(system, states[:, 0], dt, N - 1, method=integrator))
+    except IntegrationError:
+        return None
     return n_traj * N / seconds
 
 

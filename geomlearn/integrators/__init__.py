@@ -24,8 +24,10 @@ every quadratic invariant (the rigid body's Casimir $|z|^2$ and energy) up to th
 accuracy of the stage solve and round-off.
 
 Explicit symplectic methods use $\nabla T$ and $\nabla V$ of a separable system
-(`AbstractSeparableSystem`); on any other system they raise `ValueError`. The implicit
-methods solve their stage equations by a bounded fixed-point iteration (at most
+(`AbstractSeparableSystem`); on any other system they raise `ValueError`. Their step is
+stable only below a multiple of $1/\omega_{\max}$, the fastest linearised frequency
+(`fastest_frequency(system, states)`: Störmer–Verlet for $h\,\omega_{\max} < 2$).
+The implicit methods solve their stage equations by a bounded fixed-point iteration (at most
 `MAX_FIXED_POINT_ITERATIONS` per step) down to the round-off floor; a step whose last
 update still changed the state by more than `128·eps` of its size raises
 `IntegrationError` naming the step and trajectory (use a smaller `dt` or more `substeps`).
@@ -60,12 +62,14 @@ from ._gauss import (
     ImplicitMidpoint,
 )
 from ._splitting import AbstractComposition, StormerVerlet, SymplecticEuler, Yoshida4, Yoshida6
+from ._stability import fastest_frequency
 
 __all__ = [
     "integrate",
     "step",
     "implicit_step",
     "as_integrator",
+    "fastest_frequency",
     "IntegrationError",
     "METHODS",
     "ORDERS",
