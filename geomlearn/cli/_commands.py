@@ -9,12 +9,10 @@ import time
 import warnings
 
 import jax
-import numpy as np
 
 from .._files import write_json
 from .._format import fmt
 from ..evaluation import escape_warning
-from ..integrators import fastest_frequency
 from ..io import encode_config, save
 from ..second_order import AbstractDampedLeastSquares
 from ._system_names import SYSTEMS, resolve_system
@@ -22,7 +20,7 @@ from ..training import TrainingInterrupted
 from ._errors import CLIError, user
 from ._options import DEFAULT_HORIZON, DEFAULT_SEQ_LENGTH, TrainOptions
 from ._own_data import check_model_fits, from_file, held_out_of_run, split_file
-from ._recipes import for_system, phase_space
+from ._recipes import for_system, phase_space, stride_report
 from ._registry import resolve_model, spec_of
 from ._runs import NOT_TRAINED, MODEL_FILE, how_it_ended, learned, load_run, read_run_json, run_folder
 
@@ -35,9 +33,6 @@ _TRAINING_METRICS = ("training_seconds", "epochs", "stop_reason", "final_loss", 
                      "not_trained_reason",
                      "budget_ended_run", "loss_still_falling", "loss_recent_decrease",
                      "stride", "fastest_frequency", "verlet_stability_limit")
-
-#: The most data states the fastest linearised frequency is taken over (evenly spaced).
-_FREQUENCY_STATES = 256
 
 
 def _horizon(horizon, particles=None) -> dict:
@@ -191,30 +186,6 @@ def _verdict(metrics, history, baselines, unit) -> list[tuple[str, str]]:
     return rows + [("learned", "yes" if reason is None else f"NOT TRAINED: {reason}")]
 
 
-def _stride_report(stride: int, system, data) -> tuple[dict, list[tuple[str, str]]]:
-    r"""`(entries, rows)`: the stride, the fastest linearised frequency at the data and
-    Störmer–Verlet's stability limit $2/\omega_{\max}$ (`fastest_frequency`; `None`
-    for a system that is not canonical and separable, or none), for `metrics.json` and
-    the summary (no row without a system)."""
-    entries = {"stride": stride, "fastest_frequency": None, "verlet_stability_limit": None}
-    if system is None:
-        return entries, []
-    row = f"{stride} × {fmt(data.dt / stride)} = Δt {fmt(data.dt)}"
-    states = np.asarray(data.states).reshape(-1, data.dim)
-    states = states[np.unique(np.linspace(0, len(states) - 1, _FREQUENCY_STATES).round()
-                              .astype(int))]
-    try:
-        omega = fastest_frequency(system, states)
-    except ValueError:  # not canonical and separable: no limit to report
-        return entries, [("stride", row)]
-    limit = 2.0 / omega if omega > 0 else None
-    entries.update(fastest_frequency=omega, verlet_stability_limit=limit)
-    where = f"(ω_max = {fmt(omega)} at {len(states)} data states)"
-    row += (f"; Störmer–Verlet stable for Δt < 2/ω_max = {fmt(limit)} {where}" if limit
-            else f"; Störmer–Verlet stable at every Δt {where}")
-    return entries, [("stride", row)]
-
-
 def _classical_rows(metrics) -> list[tuple[str, str]]:
     """The summary's line on the classical integrators at equal cost (none without)."""
     verdict = metrics.get("against_classical")
@@ -227,7 +198,7 @@ def _finish(out, *, spec, model, system, held_out, fit_options, run, history, ho
     names the data), write `metrics.json` and the report, print a summary; the exit
     status (`NOT_TRAINED` when the model did not learn: `learned`). `limits` is
     `(epochs, time_budget, unit)` of the run's budget, `baselines` `_baselines`', `stride`
-    `_stride_report`'s."""
+    `stride_report`'s."""
     result = spec.evaluate(model, system, held_out, **fit_options, **horizon)
     metrics = dict(result, training_seconds=fit_seconds, epochs=len(history["epoch"]),
                    stop_reason=history.get("stop_reason"),
@@ -320,7 +291,7 @@ def train(args) -> int:
                    fit_seconds=fit_seconds, started=started, on=on,
                    horizon=_horizon(options.horizon, options.particles),
                    limits=(epochs, budget, unit), baselines=baselines,
-                   stride=_stride_report(options.stride, against, train_data))
+                   stride=stride_report(options.stride, against, train_data))
 
 
 # ------------------------------------------------------------ evaluate, check, list

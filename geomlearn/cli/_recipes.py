@@ -33,13 +33,14 @@ from ..datasets import (
     rigid_body_vpt_initial_conditions,
     three_body,
 )
+from .._format import fmt
 from .._validation import check_int
-from ..integrators import GaussLegendre6
+from ..integrators import GaussLegendre6, fastest_frequency
 from ._own_data import DataFile
 from ._system_names import SYSTEMS
 
 __all__ = ["for_system", "phase_space", "RECIPES", "CLOCK_DROPPED", "DEFAULT_DT", "DEFAULT_STEPS",
-           "ORDER_DEPENDENT_SEQ_LENGTH", "strided_systems",
+           "ORDER_DEPENDENT_SEQ_LENGTH", "strided_systems", "stride_report",
            "SAMPLED_TRAJECTORIES", "SAMPLED_STEPS", "MAX_TRAJECTORIES"]
 
 #: Time step and number of steps of the generic recipe (any system without its own).
@@ -261,3 +262,31 @@ def for_system(name: str, system, *, n_trajectories: int | None = None, seed: in
         how = f"{train.n_trajectories} training / {held_out.n_trajectories} held-out trajectories"
         return train, held_out, f"{source}: {how}"
     return data, data, f"{source}: 1 trajectory, trained and evaluated on it"
+
+
+#: The most data states the fastest linearised frequency is taken over (evenly spaced).
+_FREQUENCY_STATES = 256
+
+
+def stride_report(stride: int, system, data) -> tuple[dict, list[tuple[str, str]]]:
+    r"""`(entries, rows)`: the stride, the fastest linearised frequency at the data and
+    Störmer–Verlet's stability limit $2/\omega_{\max}$ (`fastest_frequency`; `None`
+    for a system that is not canonical and separable, or none), for `metrics.json` and
+    the summary (no row without a system)."""
+    entries = {"stride": stride, "fastest_frequency": None, "verlet_stability_limit": None}
+    if system is None:
+        return entries, []
+    row = f"{stride} × {fmt(data.dt / stride)} = Δt {fmt(data.dt)}"
+    states = np.asarray(data.states).reshape(-1, data.dim)
+    states = states[np.unique(np.linspace(0, len(states) - 1, _FREQUENCY_STATES).round()
+                              .astype(int))]
+    try:
+        omega = fastest_frequency(system, states)
+    except ValueError:  # not canonical and separable: no limit to report
+        return entries, [("stride", row)]
+    limit = 2.0 / omega if omega > 0 else None
+    entries.update(fastest_frequency=omega, verlet_stability_limit=limit)
+    where = f"(ω_max = {fmt(omega)} at {len(states)} data states)"
+    row += (f"; Störmer–Verlet stable for Δt < 2/ω_max = {fmt(limit)} {where}" if limit
+            else f"; Störmer–Verlet stable at every Δt {where}")
+    return entries, [("stride", row)]
