@@ -113,12 +113,12 @@ def _coupled_oscillator_recipe(system, *, n_trajectories, key, dtype):
 
 def _sampled_recipe(make, what):
     """A recipe of `geomlearn.datasets` that draws its initial states (`what` says how)."""
-    return _dissipative_recipe(make, what, SAMPLED_STEPS)
+    return _drawn_recipe(make, what, SAMPLED_STEPS)
 
 
-def _dissipative_recipe(make, what, n_steps):
-    """A recipe of a damped or driven system (`geomlearn.datasets`): `n_steps` steps from
-    initial states drawn as `what` says."""
+def _drawn_recipe(make, what, n_steps):
+    """A recipe of `geomlearn.datasets` (conservative, damped or driven): `n_steps` steps
+    from initial states drawn as `what` says, at a stride of the data set's step."""
 
     @_takes_stride
     def recipe(system, *, n_trajectories, key, dtype, stride=1):
@@ -188,10 +188,10 @@ RECIPES = {
     "kepler": _sampled_recipe(kepler, "ellipses with a in [0.8, 1.2], e in [0, 0.5]"),
     "three_body": _sampled_recipe(three_body, "the figure-eight perturbed by up to 0.02"),
     "double_pendulum": _sampled_recipe(double_pendulum, "angles in [-1, 1], momenta in [-0.5, 0.5]"),
-    "damped_pendulum": _dissipative_recipe(damped_pendulum, "q in [-2, 2], p in [-1, 1]", 200),
-    "duffing": _dissipative_recipe(duffing, "(q, p) in [-2.5, 2.5]^2 at t = 0 (Desai et al. 2021)",
+    "damped_pendulum": _drawn_recipe(damped_pendulum, "q in [-2, 2], p in [-1, 1]", 200),
+    "duffing": _drawn_recipe(duffing, "(q, p) in [-2.5, 2.5]^2 at t = 0 (Desai et al. 2021)",
                                    1000),
-    "forced_mass_spring": _dissipative_recipe(forced_mass_spring,
+    "forced_mass_spring": _drawn_recipe(forced_mass_spring,
                                               "|(q, p)|^2 in [1, 4.5] at t = 0", 500),
 }
 
