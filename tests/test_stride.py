@@ -59,7 +59,8 @@ def test_fixed_data_sets_refuse_a_stride(name):
 def test_strided_systems():
     assert set(strided_systems()) == {"harmonic_oscillator", "henon_heiles", "kepler",
                                       "three_body", "double_pendulum", "damped_pendulum",
-                                      "duffing", "forced_mass_spring", "linear_wave"}
+                                      "duffing", "forced_mass_spring", "linear_wave",
+                                      "lennard_jones"}
 
 
 def test_train_options_stride():

@@ -26,13 +26,16 @@ residuals in float64. The driven systems written in extended phase space
 (`parametric_pendulum`, `forced_rigid_body`: `_recipes.CLOCK_DROPPED`) train on their
 physical rows, the clock $(\tau, E)$ dropped — the drive phase is the row's place in a
 window, which `--positional-encoding` lets a transformer see — and are evaluated against
-their held-out data alone (`_recipes.phase_space`).
+their held-out data alone (`_recipes.phase_space`). A user's file (`--data FILE`) is
+compared with the classical integrators at equal cost when its Hamiltonian is given
+(`--hamiltonian MODULE:FUNCTION`, a `.py` file or an importable module, and
+`--hamiltonian-separable` for the explicit splitting methods: `_hamiltonian`).
 
 The modules: `_main` (the parser and `main`), `_options` (the train command's options),
 `_commands` (train, evaluate, check, list), `_predict`, `_specs` (`ModelSpec`), the
 policies (`_compatibility`, `_plans`, `_evaluations`), `_trainer_choice`, `_registry` (the
 models by name), `_recipes` (the data by system name), `_own_data` (a user's file),
-`_runs` (run folders).
+`_hamiltonian` (a user's Hamiltonian), `_runs` (run folders).
 """
 
 from ._system_names import SYSTEMS, resolve_system

@@ -19,6 +19,7 @@ from ._system_names import SYSTEMS, resolve_system
 from ..training import TrainingInterrupted
 from ._errors import CLIError, user
 from ._options import DEFAULT_HORIZON, DEFAULT_SEQ_LENGTH, TrainOptions
+from ._hamiltonian import check_model_holds_no_system, load_hamiltonian, own_system
 from ._own_data import check_model_fits, from_file, held_out_of_run, split_file
 from ._recipes import for_system, phase_space, stride_report
 from ._registry import resolve_model, spec_of
@@ -234,8 +235,9 @@ def _finish(out, *, spec, model, system, held_out, fit_options, run, history, ho
 
 def _source(options: TrainOptions, key):
     """`(name, system or None, shape, spec, model, fit_options, train, held_out, description,
-    record)`: a built-in system's data (`--system`), or a user's file (`--data`: no system,
-    `shape` is the file's `DataFile`, `record` what run.json keeps about the file)."""
+    record)`: a built-in system's data (`--system`), or a user's file (`--data`: the system
+    of `--hamiltonian` or none, `shape` is the file's `DataFile`, `record` what run.json
+    keeps about the file)."""
     if options.data is None:
         system_name, system, shape, spec = _system_and_spec(options)
         model, fit_options = _build(spec, shape, options, key)
@@ -245,11 +247,13 @@ def _source(options: TrainOptions, key):
         return (system_name, system, shape, spec, model, fit_options, train_data, held_out,
                 description, {})
     spec = model_by_name(options.model)
+    check_model_holds_no_system(spec, options)
+    H = None if options.hamiltonian is None else load_hamiltonian(options.hamiltonian)
     own = from_file(options, spec)
     model, fit_options = _build(spec, own.shape, options, key)
     own = split_file(options, own, fit_options)
-    return (pathlib.Path(options.data).stem, None, own.shape, spec, model, fit_options, own.train,
-            own.held_out, own.description, own.record)
+    return (pathlib.Path(options.data).stem, own_system(options, own.held_out, H), own.shape,
+            spec, model, fit_options, own.train, own.held_out, own.description, own.record)
 
 
 def train(args) -> int:
@@ -259,14 +263,14 @@ def train(args) -> int:
     k_model, k_fit = jax.random.split(jax.random.PRNGKey(options.seed))
     (system_name, system, shape, spec, model, fit_options, train_data, held_out, description,
      record) = _source(options, k_model)
-    on = type(system).__name__ if system is not None else pathlib.Path(options.data).name
+    on = pathlib.Path(options.data).name if options.data is not None else type(system).__name__
     model, n_samples, batch = _prepare(spec, model, train_data, fit_options, options)
     optimizer, epochs, budget, how = user(
         spec.trainer, model, n_samples, batch_size=batch, trainer=options.trainer,
         epochs=options.epochs, time_budget=options.time_budget)
     out = user(run_folder, options.out, prefix=f"{system_name}-{spec.name}", force=options.force)
     options = options.resolved(fit_options, epochs=epochs, batch_size=batch, time_budget=budget)
-    run = _run_record(options, system_name=system_name if system is not None else None,
+    run = _run_record(options, system_name=system_name if options.data is None else None,
                       system=shape, spec=spec, model=model, how=how, train_data=train_data,
                       description=description)
     run.update(record)
@@ -284,7 +288,7 @@ def train(args) -> int:
         print(f"geomlearn: interrupted after {len(history['epoch'])} epochs; saved the model "
               f"trained so far to {out}/", file=sys.stderr)
         return 130
-    against = system if system is None else _evaluated_against(system_name, system)
+    against = system if options.data is not None else _evaluated_against(system_name, system)
     unit = "iterations" if isinstance(optimizer, AbstractDampedLeastSquares) else "epochs"
     return _finish(out, spec=spec, model=model, system=against, held_out=held_out,
                    fit_options=fit_options, run=run, history=history, how=how,
@@ -301,8 +305,10 @@ def evaluate(args) -> int:
     """`geomlearn evaluate`: evaluate a run's model again, rewrite `metrics.json` and the report."""
     out, model, run = load_run(args.dir, need_run=True)
     options = user(TrainOptions.from_run, run)
-    if isinstance(run.get("data_file"), dict):  # trained with --data: the same file, split again
-        system, held_out = None, held_out_of_run(run, options)
+    own = isinstance(run.get("data_file"), dict)
+    if own:  # trained with --data: the same file, split again (and its --hamiltonian)
+        held_out = held_out_of_run(run, options)
+        system = own_system(options, held_out)
     elif options.system not in SYSTEMS:
         raise CLIError(f"run.json names an unknown system {options.system!r}")
     else:
@@ -323,7 +329,7 @@ def evaluate(args) -> int:
     write_json(out / "metrics.json", metrics)
     if history is not None:
         spec.report(out / "report.png", run=run, history=history, evaluation=result)
-    on = metrics["system"] or run.get("system") or pathlib.Path(run["data_file"]["path"]).name
+    on = pathlib.Path(run["data_file"]["path"]).name if own else metrics["system"] or run.get("system")
     print(result.summary(title=f"{metrics['model']} on {on} ({out})", metrics=metrics,
                          extra=_classical_rows(metrics)))
     _warn_if_escaped(result)

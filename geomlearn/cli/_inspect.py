@@ -87,6 +87,8 @@ def list_all(args) -> int:
         rows = "" if shape is s else f" (trained on its {', '.join(shape.labels)} rows)"
         lines.append(f"  {name:<22} dim {s.dim}{rows}  {kind}; invariants: "
                      f"{', '.join(s.invariants) or 'none'}")
+    lines.append("  your own: --data FILE --hamiltonian MODULE:FUNCTION (canonical; add "
+                 "--hamiltonian-separable for H = T(p) + V(q))")
     lines.append("models:")
     for name, spec in MODELS.items():
         fits = [s for s, system in systems.items() if _fits(spec, s, system)]

@@ -25,7 +25,9 @@ EXAMPLES = {
               "\n  geomlearn train --system parametric_pendulum --model vp-transformer "
               "--positional-encoding"
               "\n  geomlearn train --data traj.csv --model gsympnet --val-fraction 0.25"
-              "\n  geomlearn train --data traj.csv --q-columns x y --p-columns px py"),
+              "\n  geomlearn train --data traj.csv --q-columns x y --p-columns px py"
+              "\n  geomlearn train --data traj.csv --hamiltonian my_system.py:H "
+              "--hamiltonian-separable"),
     "predict": ("geomlearn predict runs/traj-gsympnet-20261201-101500-3fa2/ --from-data traj.csv "
                 "--steps 500 --out rollout.csv\n  geomlearn predict RUN --initial starts.npz "
                 "--steps 1000 --out rollout.npz"),
@@ -38,12 +40,19 @@ _HANDLERS = {"train": train, "evaluate": evaluate, "check": check, "list": list_
              "predict": predict}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line (the usage is `--help`'s)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     def sub_parser(name, help):
         return sub.add_parser(name, help=help, description=help, epilog=f"example:\n  {EXAMPLES[name]}",
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="geomlearn", description="Train, evaluate and check structure-preserving neural integrators.",
         epilog="exit status: 0 success, 1 a failed check or training, 2 a usage error, 3 a check "
                "of a model that claims no structure (nothing to verify), 4 train or evaluate: "

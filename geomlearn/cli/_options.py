@@ -15,7 +15,8 @@ import dataclasses
 from typing import Any
 
 from ._system_names import resolve_system
-from ._errors import user
+from ._errors import CLIError, user
+from ._hamiltonian import hamiltonian_reference
 from ._registry import resolve_model
 
 __all__ = ["DEFAULT_SEQ_LENGTH", "DEFAULT_HORIZON", "TrainOptions", "parse_model_options",
@@ -64,7 +65,9 @@ class TrainOptions:
     """The options of one `geomlearn train` run (the flags of `train_arguments`).
 
     **Fields:** `system` (the command-line name of a built-in system; `None` with
-    `data`), `data` (a trajectory file), `q_columns`, `p_columns`, `val_fraction`,
+    `data`), `data` (a trajectory file), `hamiltonian` (with `data`: the data's
+    Hamiltonian, `MODULE:FUNCTION`), `hamiltonian_separable` (it is separable), `q_columns`,
+    `p_columns`, `val_fraction`,
     `model` (a command-line name), `epochs`, `batch_size`, `trainer` (`"auto"`, `"lm"`,
     `"adam"`), `time_budget` (seconds), `seq_length`, `prediction_window`,
     `positional_encoding` (`False`, `True` or a placement's name), `reduced_dim`,
@@ -75,11 +78,14 @@ class TrainOptions:
     `stride`-th step of their recipe's time step; 1 with `data`), and where the run is
     written, `out` and `force` (not recorded). `None` leaves a choice to the run
     (`resolved`). Counts below 1, a time budget that is not positive, a negative
-    horizon or a stride with `data` raise `ValueError` naming the flag.
+    horizon, a stride with `data` or a Hamiltonian without it raise `ValueError` naming
+    the flag.
     """
 
     system: str | None = None
     data: str | None = None
+    hamiltonian: str | None = None
+    hamiltonian_separable: bool = False
     q_columns: tuple[str, ...] | None = None
     p_columns: tuple[str, ...] | None = None
     val_fraction: float = 0.2
@@ -118,6 +124,11 @@ class TrainOptions:
         if self.data is not None and self.stride != 1:
             raise ValueError("--stride applies to a system's data (--system), not to --data "
                              "(a file keeps the time step it was written with)")
+        if self.hamiltonian is not None and self.data is None:
+            raise ValueError("--hamiltonian applies to your own data (--data FILE); a built-in "
+                             "--system brings its own Hamiltonian")
+        if self.hamiltonian_separable and self.hamiltonian is None:
+            raise ValueError("--hamiltonian-separable applies to --hamiltonian MODULE:FUNCTION")
 
     @classmethod
     def from_args(cls, args) -> TrainOptions:
@@ -125,10 +136,16 @@ class TrainOptions:
         `pendulum`, none with `--data`) and the model by their command-line names;
         `CLIError` for an unknown name, a malformed `--model-option` or a bad number."""
         model = user(resolve_model, args.model).name
+        if args.hamiltonian is not None and args.system is not None:
+            raise CLIError("--hamiltonian and --system exclude each other: a built-in system "
+                           "brings its own Hamiltonian (give --data FILE with --hamiltonian)")
         system = None if args.data is not None else user(resolve_system, args.system or "pendulum")
         return user(
-            cls, system=system, data=args.data, q_columns=column_names(args.q_columns),
-            p_columns=column_names(args.p_columns), val_fraction=args.val_fraction, model=model,
+            cls, system=system, data=args.data,
+            hamiltonian=user(hamiltonian_reference, args.hamiltonian),
+            hamiltonian_separable=bool(args.hamiltonian_separable),
+            q_columns=column_names(args.q_columns), p_columns=column_names(args.p_columns),
+            val_fraction=args.val_fraction, model=model,
             epochs=args.epochs, batch_size=args.batch_size, trainer=args.trainer,
             time_budget=args.time_budget, seq_length=args.seq_length,
             prediction_window=args.prediction_window, positional_encoding=args.positional_encoding,
@@ -201,6 +218,15 @@ def train_arguments(t) -> None:
     source.add_argument("--system", default=None, help="system name (see `geomlearn list`); default pendulum")
     source.add_argument("--data", default=None, metavar="PATH",
                         help="train on your own trajectories: a .npz or .csv file (see docs: Your own data)")
+    t.add_argument("--hamiltonian", default=None, metavar="MODULE:FUNCTION",
+                   help="with --data: the data's Hamiltonian H(z) of one state (q first, then "
+                        "p), written in jax.numpy, from a .py file (my_system.py:H) or an "
+                        "importable module (my_package.systems:H): the run is then compared "
+                        "with the classical integrators at equal cost (implicit midpoint, "
+                        "Gauss–Legendre, RK4)")
+    t.add_argument("--hamiltonian-separable", action="store_true",
+                   help="with --hamiltonian: H = T(p) + V(q) (checked), so that Störmer–Verlet "
+                        "and Yoshida join the comparison")
     t.add_argument("--q-columns", nargs="+", default=None, metavar="NAME",
                    help="with --data: the position columns, in order, with --p-columns (default: "
                         "the columns but trajectory and t, read by name, positions first; see "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -34,7 +35,10 @@ __all__ = ["AbstractArguments", "StateDimension", "DegreesOfFreedom", "ForcingWh
 
 
 class AbstractArguments(AbstractPolicy):
-    """How a model class is constructed for data of dimension `dim`."""
+    """How a model class is constructed for data of dimension `dim`; `holds_system`: the
+    model holds the system it is built for (its file stores the system)."""
+
+    holds_system: ClassVar[bool] = False
 
     @abc.abstractmethod
     def build(self, cls: type, dim: int, *, defaults: dict, overrides: dict, key, system=None):
@@ -93,6 +97,7 @@ class ClassicalStep(AbstractArguments):
     `GSympNet(dim, n_layers, width, identity_init=True)`; the spec's defaults and
     `--model-option` set the placement, the method and the substeps."""
 
+    holds_system: ClassVar[bool] = True
     n_layers: int = 2
     width: int = 16
 

@@ -27,6 +27,7 @@ from ..datasets import (
     harmonic_oscillator,
     henon_heiles,
     kepler,
+    lennard_jones,
     parametric_pendulum,
     pendulum_sympnets,
     reference_data,
@@ -187,6 +188,7 @@ RECIPES = {
     "henon_heiles": _sampled_recipe(henon_heiles, "energies in [0.02, 0.12]"),
     "kepler": _sampled_recipe(kepler, "ellipses with a in [0.8, 1.2], e in [0, 0.5]"),
     "three_body": _sampled_recipe(three_body, "the figure-eight perturbed by up to 0.02"),
+    "lennard_jones": _sampled_recipe(lennard_jones, "close-packed clusters at k_B T/ε in [0.02, 0.08]"),
     "double_pendulum": _sampled_recipe(double_pendulum, "angles in [-1, 1], momenta in [-0.5, 0.5]"),
     "damped_pendulum": _drawn_recipe(damped_pendulum, "q in [-2, 2], p in [-1, 1]", 200),
     "duffing": _drawn_recipe(duffing, "(q, p) in [-2.5, 2.5]^2 at t = 0 (Desai et al. 2021)",
@@ -277,7 +279,7 @@ def stride_report(stride: int, system, data) -> tuple[dict, list[tuple[str, str]
     if system is None:
         return entries, []
     row = f"{stride} × {fmt(data.dt / stride)} = Δt {fmt(data.dt)}"
-    states = np.asarray(data.states).reshape(-1, data.dim)
+    states = np.concatenate([np.asarray(z) for z in data.trajectories])  # ragged too
     states = states[np.unique(np.linspace(0, len(states) - 1, _FREQUENCY_STATES).round()
                               .astype(int))]
     try:

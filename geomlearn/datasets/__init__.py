@@ -20,6 +20,7 @@ substeps are doubled from the stated start until the halving test passes):
 | `henon_heiles(key)` | `HenonHeiles()` | $E \in [0.02, 0.12]$ | 200 | 0.1 | Yoshida 6, from 2 substeps |
 | `kepler(key)` | `Kepler()` | $a \in [0.8, 1.2]$, $e \in [0, 0.5]$ | 200 | 0.1 | Yoshida 6, from 8 substeps |
 | `three_body(key)` | `ThreeBody()` | figure-eight $\pm 0.02$ | 200 | 0.1 | Yoshida 6, from 32 substeps |
+| `lennard_jones(key)` | `LennardJonesCluster()` | $k_B T/\varepsilon \in [0.02, 0.08]$, close-packed start | 200 | 0.01 | Yoshida 6, from 4 substeps |
 | `double_pendulum(key)` | `DoublePendulum()` | $\theta \in [-1, 1]^2$, $p \in [-0.5, 0.5]^2$ | 200 | 0.1 | Gauss–Legendre 6, from 4 substeps |
 | `damped_pendulum(key)` | `DampedPendulum()` | $q \in [-2, 2]$, $p \in [-1, 1]$ | 200 | 0.1 | Gauss–Legendre 6, from 2 substeps |
 | `duffing(key)` | `Duffing()` (Desai et al. 2021) | $(q, p) \in [-2.5, 2.5]^2$, $\tau = 0$ | 1000 | 0.01 | Gauss–Legendre 6, from 2 substeps |
@@ -39,6 +40,7 @@ from ._papers import (
     rigid_body_vpt_initial_conditions,
     rigid_body_vpt_validation,
 )
+from ._particles import lennard_jones
 from ._reference import MAX_SUBSTEPS, REFERENCE_TOLERANCE, one_step_error, reference_data
 from ._sampled import double_pendulum, harmonic_oscillator, henon_heiles, kepler, three_body
 
@@ -58,6 +60,7 @@ __all__ = [
     "henon_heiles",
     "kepler",
     "three_body",
+    "lennard_jones",
     "double_pendulum",
     "damped_pendulum",
     "duffing",

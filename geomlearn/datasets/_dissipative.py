@@ -19,7 +19,7 @@ from .._validation import check_int
 from ..data import TrajectoryData
 from ..integrators import GaussLegendre6
 from ..systems import DampedPendulum, Duffing, ForcedMassSpring
-from ._reference import reference_data
+from ._reference import numpy_rng, reference_data
 
 __all__ = ["damped_pendulum", "duffing", "forced_mass_spring"]
 
@@ -49,7 +49,7 @@ def damped_pendulum(key: PRNGKeyArray, *, n_trajectories: int = 32, n_steps: int
     ```
     """
     system = DampedPendulum() if system is None else system
-    rng = _rng(key)
+    rng = numpy_rng(key)
     n = check_int("n_trajectories", n_trajectories, minimum=1)
     z0 = np.stack([rng.uniform(-2.0, 2.0, n), rng.uniform(-1.0, 1.0, n)], axis=1)
     return _make(system, z0, n_steps=n_steps, dt=dt, dtype=dtype)
@@ -70,7 +70,7 @@ def duffing(key: PRNGKeyArray, *, n_trajectories: int = 10, n_steps: int = 1000,
     ```
     """
     system = Duffing() if system is None else system
-    rng = _rng(key)
+    rng = numpy_rng(key)
     n = check_int("n_trajectories", n_trajectories, minimum=1)
     z0 = np.concatenate([rng.uniform(-2.5, 2.5, (n, 2)), np.zeros((n, 1))], axis=1)
     return _make(system, z0, n_steps=n_steps, dt=dt, dtype=dtype)
@@ -93,7 +93,7 @@ def forced_mass_spring(key: PRNGKeyArray, *, n_trajectories: int = 32, n_steps: 
     ```
     """
     system = ForcedMassSpring() if system is None else system
-    rng = _rng(key)
+    rng = numpy_rng(key)
     n = check_int("n_trajectories", n_trajectories, minimum=1)
     angle = rng.uniform(0.0, 2.0 * math.pi, n)
     radius = np.sqrt(rng.uniform(1.0, 4.5, n))

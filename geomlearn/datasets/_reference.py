@@ -21,12 +21,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._typing import Array, Float
+from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_int, float_dtype
 from ..data import TrajectoryData
 from ..integrators import as_integrator, integrate
 
-__all__ = ["reference_data", "one_step_error", "REFERENCE_TOLERANCE", "MAX_SUBSTEPS"]
+__all__ = ["reference_data", "one_step_error", "numpy_rng", "REFERENCE_TOLERANCE", "MAX_SUBSTEPS"]
 
 #: The relative one-step accuracy of the reference data of `geomlearn.datasets`.
 REFERENCE_TOLERANCE = 1e-8
@@ -100,3 +100,9 @@ def reference_data(system, initial_conditions: Float[Array, "B d"], dt: float, n
     data = TrajectoryData(states.astype(dtype), dt,
                           labels=labels if len(labels) == states.shape[-1] else None)
     return data, s, error
+
+
+def numpy_rng(key: PRNGKeyArray) -> np.random.Generator:
+    """A NumPy generator seeded by the key's bits: the recipes draw their initial states
+    with it."""
+    return np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())

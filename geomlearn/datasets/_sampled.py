@@ -18,14 +18,10 @@ from .._validation import check_int
 from ..data import TrajectoryData
 from ..integrators import GaussLegendre6, Yoshida6
 from ..systems import DoublePendulum, HarmonicOscillator, HenonHeiles, Kepler, ThreeBody
-from ._reference import reference_data
+from ._reference import numpy_rng, reference_data
 
 __all__ = ["harmonic_oscillator", "henon_heiles", "kepler", "three_body", "double_pendulum"]
 
-
-def _rng(key: PRNGKeyArray) -> np.random.Generator:
-    """A NumPy generator seeded by the key's bits."""
-    return np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
 
 
 def _make(system, z0, *, n_steps, dt, method, substeps, dtype) -> TrajectoryData:
@@ -55,7 +51,7 @@ def harmonic_oscillator(key: PRNGKeyArray, *, n_trajectories: int = 32, n_steps:
     ```
     """
     system = HarmonicOscillator() if system is None else system
-    rng, n = _rng(key), _count(n_trajectories)
+    rng, n = numpy_rng(key), _count(n_trajectories)
     energy = rng.uniform(0.05, 0.5, n)
     theta = rng.uniform(0.0, 2 * math.pi, n)
     z0 = np.stack([np.sqrt(2 * energy / system.k) * np.cos(theta),
@@ -81,7 +77,7 @@ def henon_heiles(key: PRNGKeyArray, *, n_trajectories: int = 32, n_steps: int = 
     ```
     """
     system = HenonHeiles() if system is None else system
-    rng, n = _rng(key), _count(n_trajectories)
+    rng, n = numpy_rng(key), _count(n_trajectories)
     energy = rng.uniform(0.02, 0.12, n)
     q = np.zeros((n, 2))
     todo = np.arange(n)
@@ -119,7 +115,7 @@ def kepler(key: PRNGKeyArray, *, n_trajectories: int = 32, n_steps: int = 200,
     ```
     """
     system = Kepler() if system is None else system
-    rng, n = _rng(key), _count(n_trajectories)
+    rng, n = numpy_rng(key), _count(n_trajectories)
     a, e = rng.uniform(0.8, 1.2, n), rng.uniform(0.0, 0.5, n)
     omega, anomaly = rng.uniform(0, 2 * math.pi, n), rng.uniform(0, 2 * math.pi, n)
     b, mean_motion = a * np.sqrt(1 - e**2), np.sqrt(system.k / system.m / a**3)
@@ -150,7 +146,7 @@ def three_body(key: PRNGKeyArray, *, n_trajectories: int = 32, n_steps: int = 20
     ```
     """
     system = ThreeBody() if system is None else system
-    rng, n = _rng(key), _count(n_trajectories)
+    rng, n = numpy_rng(key), _count(n_trajectories)
     with jax.enable_x64(True):
         base = np.asarray(system.default_initial_conditions(dtype=np.float64))[0]
     z0 = base[None] + rng.uniform(-0.02, 0.02, (n, 12))
@@ -177,7 +173,7 @@ def double_pendulum(key: PRNGKeyArray, *, n_trajectories: int = 32, n_steps: int
     ```
     """
     system = DoublePendulum() if system is None else system
-    rng, n = _rng(key), _count(n_trajectories)
+    rng, n = numpy_rng(key), _count(n_trajectories)
     z0 = np.concatenate([rng.uniform(-1, 1, (n, 2)), rng.uniform(-0.5, 0.5, (n, 2))], axis=1)
     return _make(system, z0, n_steps=n_steps, dt=dt, method=GaussLegendre6(), substeps=4,
                  dtype=dtype)

@@ -23,7 +23,7 @@ from .._activations import activation_name, resolve_activation
 from .._version import __version__
 from .. import systems
 from ..models._base import AbstractModel, model_class
-from ..systems import AbstractSystem
+from ..systems import AbstractHamiltonianFromFunction, AbstractSystem
 from ._migrations import file_layout, migrate, migration_skeleton
 from ._container import PersistenceError, deserialise, read_container, serialise, write_container
 
@@ -64,16 +64,24 @@ def _encode_value(name: str, value: Any) -> Any:
 
 
 def _system_class(name):
-    """The concrete system class of `geomlearn.systems` named `name`, or `None`."""
+    """The concrete system class of `geomlearn.systems` named `name`, or `None` (also for
+    a system of a user's function, which a file cannot hold)."""
     cls = getattr(systems, name, None) if isinstance(name, str) and name in systems.__all__ else None
-    ok = isinstance(cls, type) and issubclass(cls, AbstractSystem) and not inspect.isabstract(cls)
+    ok = (isinstance(cls, type) and issubclass(cls, AbstractSystem) and not inspect.isabstract(cls)
+          and not issubclass(cls, AbstractHamiltonianFromFunction))
     return cls if ok else None
 
 
 def _encode_system(name: str, system) -> dict:
     """`{"class", "config"}` of a system of `geomlearn.systems`: its class name and its
-    constructor arguments, read from its fields of the same names."""
+    constructor arguments, read from its fields of the same names; `PersistenceError` for
+    a system of a user's function (`from_hamiltonian`)."""
     cls = type(system)
+    if isinstance(system, AbstractHamiltonianFromFunction):
+        raise PersistenceError(
+            f"cannot save constructor argument {name!r}: its system {system.name!r} was made "
+            "from a Python function (geomlearn.systems.from_hamiltonian), and a model file "
+            "stores only the systems of geomlearn.systems, by class name and arguments")
     if _system_class(cls.__name__) is not cls:
         raise PersistenceError(
             f"cannot save constructor argument {name!r}: expected a system of "

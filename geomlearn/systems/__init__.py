@@ -7,8 +7,9 @@ Canonical states are laid out positions first, $z = (q_1, \dots, q_n, p_1, \dots
 
 The families: canonical systems of a few degrees of freedom (`canonical`), the free
 rigid body (`rigid`), periodically driven systems in extended phase space (`driven`),
-large lattices for model reduction (`lattices`) and damped or driven port-Hamiltonian
-systems (`port_hamiltonian`). Every class is constructible with no arguments.
+large lattices for model reduction (`lattices`), interacting particles (`particles`) and
+damped or driven port-Hamiltonian systems (`port_hamiltonian`). Every class is constructible with no arguments. A system of
+your own Hamiltonian function is `from_hamiltonian(H, dim)`.
 
 ```python
 >>> import jax.numpy as jnp
@@ -35,11 +36,18 @@ from .canonical import (
 from .rigid import RigidBody as RigidBody
 from .driven import ParametricPendulum as ParametricPendulum, ForcedRigidBody as ForcedRigidBody
 from .lattices import TodaLattice as TodaLattice, LinearWave as LinearWave, bump as bump
+from .particles import LennardJonesCluster as LennardJonesCluster
 from .port_hamiltonian import (
     AbstractPortHamiltonianSystem as AbstractPortHamiltonianSystem,
     DampedPendulum as DampedPendulum,
     Duffing as Duffing,
     ForcedMassSpring as ForcedMassSpring,
+)
+from ._custom import (
+    from_hamiltonian as from_hamiltonian,
+    AbstractHamiltonianFromFunction as AbstractHamiltonianFromFunction,
+    HamiltonianFromFunction as HamiltonianFromFunction,
+    SeparableHamiltonianFromFunction as SeparableHamiltonianFromFunction,
 )
 
 __all__ = [
@@ -58,11 +66,16 @@ __all__ = [
     "ForcedRigidBody",
     "TodaLattice",
     "LinearWave",
+    "LennardJonesCluster",
     "AbstractPortHamiltonianSystem",
     "DampedPendulum",
     "Duffing",
     "ForcedMassSpring",
     "bump",
+    "from_hamiltonian",
+    "AbstractHamiltonianFromFunction",
+    "HamiltonianFromFunction",
+    "SeparableHamiltonianFromFunction",
 ]
 
 
