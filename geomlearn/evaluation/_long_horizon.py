@@ -413,7 +413,8 @@ def long_horizon(
     initial = model.initial_states(states, task)
     started = time.perf_counter()
     acc, kept_states = jax.block_until_ready(
-        _stream(model, task, initial, ref_start, start, floors, consts, reference, plan))
+        _stream(model, dataclasses.replace(task, batch=len(initial)), initial, ref_start, start,
+                floors, consts, reference, plan))
     seconds = time.perf_counter() - started
     metrics = _summary_metrics(acc, plan, names, bound=bound,
                                method_name=integrator.name if use_reference else None)

@@ -20,6 +20,10 @@ $$\varphi_h(z) = s\, n + \cos\theta\; z_\perp + \sin\theta\; (z \times n),\qquad
 
 the rotation about $-n$ by $\theta$ (here $n = v/|v|$ for a learned $v \ne 0$).
 
+**Round-off.** A layer adds $\Delta = \frac{2}{1 + u\cdot u}(w - u\times w)$, $w = z\times u$,
+$u = \tan(\theta/2)\, n$: $|z + \Delta| = |z|$ for every $u$, so rounding moves the axis and
+angle, never the norm, and the Casimir wanders like $\varepsilon\sqrt N$ (Brouwer's law).
+
 **Each layer is a Poisson map.** The flow of a Hamiltonian field is a Poisson map,
 $D\varphi_h(z)\, B(z)\, D\varphi_h(z)^\top = B(\varphi_h(z))$ (Marsden & Ratiu,
 *Introduction to Mechanics and Symmetry*, ch. 10), and the layer *is* that flow in
@@ -29,8 +33,7 @@ $\mathfrak{so}(3)$ being unimodular, the volume ($\det D\varphi_h = 1$); its inv
 $\varphi_{-h}$ ($s$ is unchanged).
 
 Reference: Eldred, Gay-Balmaz, Huraka & Putkaradze, *Lie–Poisson Neural Networks
-(LPNets): data-based computing of Hamiltonian systems with symmetries*, Neural Networks
-173, 106162 (2024), arXiv:2308.15349.
+(LPNets)*, Neural Networks 173, 106162 (2024), arXiv:2308.15349.
 
 Layers act on **one point** `(3,)` (use `jax.vmap` for batches); `h` is an optional
 scalar step size (`None` means $h = 1$); a call returns the input's dtype.
@@ -148,27 +151,40 @@ class LiePoissonRidgeLayer(eqx.Module):
         neurons = sigma(self.c.astype(dtype) * s + self.b.astype(dtype))
         return omega + kappa * s + jnp.dot(self.a.astype(dtype), neurons)
 
-    def _rotate(self, z, h, sign: int):
+    def _increment(self, z, h, sign: int):
         check_point(type(self).__name__, z, _DIM)
         n = self.axis(z.dtype)
-        s = jnp.dot(n, z)
-        theta = self.slope(s)
+        theta = self.slope(jnp.dot(n, z))
         h = step_size(h, z.dtype)
         theta = theta if h is None else h * theta
         theta = theta if sign > 0 else -theta
-        # s n + cos θ (z - s n) + sin θ (z × n), written as an update of z with
-        # 1 - cos θ = 2 sin²(θ/2): exact at θ = 0 and accurate for small angles.
-        half = jnp.sin(0.5 * theta)
-        return z + jnp.sin(theta) * jnp.cross(z, n) - (2 * half * half) * (z - s * n)
+        # s n + cos θ (z - s n) + sin θ (z × n) - z through the Gibbs vector u = tan(θ/2) n:
+        # |z + Δ| = |z| for every u, so no rounding of θ, tan or |n| biases the norm.
+        u = jnp.tan(0.5 * theta) * n
+        w = jnp.cross(z, u)
+        return (2 / (1 + jnp.dot(u, u))) * (w - jnp.cross(u, w))
+
+    def increment(
+        self, z: Float[Array, " 3"], h=None, *, inverse: bool = False
+    ) -> Float[Array, " 3"]:
+        r"""The increment $\Delta$ of the layer at `z` `(3,)`: `layer(z, h)` is `z +
+        layer.increment(z, h)` (and `layer.inverse(z, h)` is `z + layer.increment(z, h,
+        inverse=True)`), with
+
+        $$\Delta = \frac{2}{1 + u\cdot u}\,(w - u\times w),\qquad w = z\times u,\qquad
+          u = \tan(\theta/2)\, n,$$
+
+        small with $\theta$, so that a rollout can add it with compensated summation."""
+        return self._increment(z, h, -1 if inverse else +1)
 
     def __call__(self, z: Float[Array, " 3"], h=None) -> Float[Array, " 3"]:
         r"""The exact time-$h$ flow of $\varphi(n\cdot z)$ at one point `z` `(3,)`."""
-        return self._rotate(z, h, +1)
+        return z + self._increment(z, h, +1)
 
     def inverse(self, z: Float[Array, " 3"], h=None) -> Float[Array, " 3"]:
         r"""The exact inverse, the flow backwards in time (the rotation by $-\theta$;
         $n\cdot z$ is the same before and after the layer)."""
-        return self._rotate(z, h, -1)
+        return z + self._increment(z, h, -1)
 
     def hamiltonian(self, z: Float[Array, " 3"]) -> Float[Array, ""]:
         r"""The Hamiltonian $\varphi(n\cdot z)$ whose exact flow the layer is

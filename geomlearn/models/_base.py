@@ -38,6 +38,7 @@ persistable and listable without per-class code:
 from __future__ import annotations
 
 import abc
+import dataclasses
 import inspect
 from typing import ClassVar
 
@@ -60,6 +61,7 @@ __all__ = [
     "check_model",
     "model_rollout",
     "scan_rollout",
+    "compensated_rollout",
     "map_residuals",
     "register",
     "model_class",
@@ -78,6 +80,26 @@ def scan_rollout(step, z0, n_points: int):
         return z, z
 
     _, zs = jax.lax.scan(body, z0, None, length=n_points - 1)
+    return jnp.concatenate([z0[None], zs], axis=0)
+
+
+def compensated_rollout(step, z0, n_points: int):
+    r"""`(n_points, d)`: `z0` and `n_points - 1` iterates of a map that carries the
+    rounding of its additions (one `lax.scan`, like `scan_rollout`).
+
+    `step(z, c)` returns the next pair `(z, c)`: the state and the rounding left over by
+    its compensated (Kahan) additions $z + \Delta$, the pair standing for $z - c$. The
+    scan starts from $c = 0$ and returns the states `z`. Carrying $c$ from step to step
+    keeps the rounding of $z + \Delta$, the largest error of an unbiased step, from adding
+    up: the error that is left grows like $\varepsilon |\Delta| \sqrt N$ over $N$ steps
+    (Brouwer's law) instead of $\varepsilon |z| \sqrt N$.
+    """
+
+    def body(carry, _):
+        carry = step(*carry)
+        return carry, carry[0]
+
+    _, zs = jax.lax.scan(body, (z0, jnp.zeros_like(z0)), None, length=n_points - 1)
     return jnp.concatenate([z0[None], zs], axis=0)
 
 
@@ -290,8 +312,11 @@ def _compiled_rollout(model, initial, n_points: int, task, batched: bool):
 
 def model_rollout(model, initial, n_points: int, task, *, batched: bool = True):
     """`model.rollout` of a batch of initial states (or of one, `batched=False`) under a
-    validated `task`, compiled once per model structure, shapes and `n_points`."""
-    return _compiled_rollout(model, jnp.asarray(initial), n_points, task, batched)
+    validated `task` (its `batch` set to the number of states), compiled once per model
+    structure, shapes and `n_points`."""
+    initial = jnp.asarray(initial)
+    task = dataclasses.replace(task, batch=initial.shape[0] if batched else 1)
+    return _compiled_rollout(model, initial, n_points, task, batched)
 
 
 # ---------------------------------------------------------------------- the registry

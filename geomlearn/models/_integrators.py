@@ -14,7 +14,13 @@ import jax.numpy as jnp
 from .._validation import check_int
 from ..integrators import MAX_FIXED_POINT_ITERATIONS, ImplicitMidpoint, implicit_step
 from ..structures import NoStructure, structure_named
-from ._base import AbstractLearnedInvariants, AbstractModel, map_residuals, scan_rollout
+from ._base import (
+    AbstractLearnedInvariants,
+    AbstractModel,
+    compensated_rollout,
+    map_residuals,
+    scan_rollout,
+)
 from ._task import (
     MidpointPairs,
     Task,
@@ -77,8 +83,11 @@ def step_or_field_samples(model, data, task: Task, pairs, *, what: str = "data")
 
 
 def point_rollout(model, initial, n_points: int, task: Task):
-    """The `lax.scan` of `model.step` (of its inference form) from one state."""
+    """The `lax.scan` of `model.step` (of its inference form) from one state; for a model
+    that is `compensated`, the compensated scan of its `compensated_step`."""
     form = model.inference_form()
+    if model.compensated:
+        return compensated_rollout(form.compensated_step, initial, n_points)
     return scan_rollout(lambda z: form.step(z, task), initial, n_points)
 
 
@@ -95,8 +104,14 @@ def solve_failure(model, solve: str, dt, dtype) -> str:
 
 
 class AbstractPointModel(AbstractModel):
-    """A model whose state is one point `(dim,)`: a rollout starts from the first state
-    of each reference trajectory, and the iterated map keeps the model's `structure`."""
+    r"""A model whose state is one point `(dim,)`: a rollout starts from the first state
+    of each reference trajectory, and the iterated map keeps the model's `structure`.
+
+    The class variable `compensated` says whether its rollout carries the rounding of
+    the map's additions $z + \Delta$: a class that sets it defines
+    `compensated_step(z, c)` (see `geomlearn.models._base.compensated_rollout`)."""
+
+    compensated: ClassVar[bool] = False
 
     def iterated_structure(self, task: Task) -> str:
         return self.structure

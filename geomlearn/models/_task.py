@@ -155,6 +155,9 @@ class Task:
       converge) gives NaN instead of raising. Off by default, so `iterate` never returns
       a silent wrong value; boundedness checks turn it on and count the NaN as an
       escape. A rollout option, not recorded in checkpoints.
+    - `batch`: the number of states a rollout steps together (set by the rollout, `None`
+      when not known); an inference form may choose by it how to compute (see
+      `geomlearn.models._shear_forms`). A rollout option, not recorded in checkpoints.
     """
 
     seq_length: int | None = None
@@ -162,6 +165,7 @@ class Task:
     dt: float | None = None
     samples: AbstractSamples = Pairs()
     nan_on_failure: bool = False
+    batch: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "samples", samples_named(self.samples))

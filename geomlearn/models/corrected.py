@@ -279,16 +279,18 @@ class CorrectedIntegrator(AbstractPointModel):
 
         return jax.lax.fori_loop(0, self.substeps, body, (z, jnp.asarray(True)))
 
-    def _map(self, z, h, nan_on_failure: bool):
+    def _map(self, z, h, nan_on_failure: bool, task: Task | None = None):
+        # in a rollout (`task`), each correction takes its own rollout step
+        correct = (lambda c, x: c(x)) if task is None else (lambda c, x: c.step(x, task))
         if self.before is not None:
-            z = self.before(z)
+            z = correct(self.before, z)
         z, converged = self._classical(z, h)
         if self.integrator.implicit:  # an unconverged solve is never returned as a state
             if nan_on_failure:
                 z = jnp.where(converged, z, jnp.asarray(jnp.nan, z.dtype))
             else:
                 z = eqx.error_if(z, ~converged, solve_failure(self, f"the {self.method} step", h, z.dtype))
-        return z if self.after is None else self.after(z)
+        return z if self.after is None else correct(self.after, z)
 
     def __call__(self, z: Float[Array, " dim"], h=None) -> Float[Array, " dim"]:
         """One step of size `h` (else the stored `dt`) from one state `z` `(dim,)`."""
@@ -327,7 +329,7 @@ class CorrectedIntegrator(AbstractPointModel):
         return y
 
     def step(self, state, task: Task):
-        return self._map(state, self._time_step(task.dt, state.dtype), task.nan_on_failure)
+        return self._map(state, self._time_step(task.dt, state.dtype), task.nan_on_failure, task)
 
     def rollout(self, initial, n_points: int, task: Task):
         return point_rollout(self, initial, n_points, task)

@@ -33,6 +33,10 @@ $e_{(i \bmod 3) + 1}$, so a fresh network is a composition of rotations about th
 $\sum_k z_k^2 / (2 I_k)$ is a sum of three such ridge Hamiltonians with linear
 $\varphi_k'(s) = s / I_k$ — and training then moves the axes and bends the $\varphi_i$.
 The layers are stacked along a leading axis and run as one `lax.scan`.
+
+**Rollouts at the round-off limit.** Each layer adds a small increment whose rounding
+is unbiased; `iterate` rolls the network out with `compensated_step` (Kahan summation
+of every $z + \Delta_i$), so the Casimir wanders like $\varepsilon |\Delta| \sqrt N$.
 """
 
 from __future__ import annotations
@@ -131,6 +135,7 @@ class LiePoissonNet(AbstractFeedForwardIntegrator):
 
     structure: ClassVar[str] = "lie-poisson"
     map_check: ClassVar[AbstractMapCheck] = LiePoissonCheck()
+    compensated: ClassVar[bool] = True
 
     layers: LiePoissonRidgeLayer
     dim: int = eqx.field(static=True)
@@ -182,3 +187,38 @@ class LiePoissonNet(AbstractFeedForwardIntegrator):
         """The exact inverse: every rotation undone, in reverse order."""
         check_point(type(self).__name__, z, self.dim)
         return scan_stack(self.layers, z, step_size(h, z.dtype), True)
+
+    def compensated_step(
+        self, z: Float[Array, " 3"], c: Float[Array, " 3"], h=None
+    ) -> tuple[Float[Array, " 3"], Float[Array, " 3"]]:
+        r"""One step of the model map on a compensated pair: the state `z` `(3,)` and the
+        rounding `c` `(3,)` that its last additions left over (the pair stands for
+        $z - c$; start with $c = 0$).
+
+        Each layer adds its increment $\Delta_i$, computed from the represented state
+        `z` (`LiePoissonRidgeLayer.increment`), by Kahan's compensated summation,
+
+        $$y = \Delta_i - c,\qquad t = z + y,\qquad c \leftarrow (t - z) - y,\qquad
+          z \leftarrow t,$$
+
+        so that the rounding of $z + y$ is subtracted from the next increment instead of
+        being lost; $(t - z) - y$ is exact in floating point when $|y| \le |z|$. `z` is
+        the model map to round-off, and over $N$ steps the rounding of the additions no
+        longer adds up: what is left grows like $\varepsilon |\Delta| \sqrt N$.
+
+        **Arguments:** `z`, `c`: the pair; `h`: the step size, as in `model(z, h)`.
+
+        **Returns:** the next pair `(z, c)`.
+        """
+        check_point(type(self).__name__, z, self.dim)
+        h = step_size(h, z.dtype)
+        params, static = eqx.partition(self.layers, eqx.is_array)
+
+        def body(carry, layer_params):
+            z, c = carry
+            y = eqx.combine(layer_params, static).increment(z, h) - c
+            t = z + y
+            return (t, (t - z) - y), None
+
+        (z, c), _ = jax.lax.scan(body, (z, c), params)
+        return z, c

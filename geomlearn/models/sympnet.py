@@ -59,6 +59,8 @@ from ..layers.sympnet import (
     LinearLayerP,
     LinearLayerQ,
 )
+from ._base import AbstractInferenceForm
+from ._shear_forms import GradientShears, HenonLayers, LinearActivationShears
 from ._stack import AbstractSymmetrisableIntegrator, alternate, index_stack, scan_stack, stack_modules
 
 __all__ = ["GSympNet", "LASympNet", "HenonNet", "AbstractStackedSympNet", "stack_options", "stacked_layers"]
@@ -148,6 +150,7 @@ class GSympNet(AbstractSymmetrisableIntegrator):
     """
 
     structure: ClassVar[str] = "symplectic"
+    inference: ClassVar[AbstractInferenceForm] = GradientShears()
 
     layers: tuple[GradientLayerQ | GradientLayerP, ...]
     dim: int = eqx.field(static=True)
@@ -242,6 +245,7 @@ class LASympNet(AbstractSymmetrisableIntegrator):
     """
 
     structure: ClassVar[str] = "symplectic"
+    inference: ClassVar[AbstractInferenceForm] = LinearActivationShears()
 
     linear_layers: tuple[tuple[LinearLayerQ | LinearLayerP, ...], ...]
     biases: Float[Array, "n_layers dim"]
@@ -364,6 +368,7 @@ class HenonNet(AbstractStackedSympNet):
     """
 
     structure: ClassVar[str] = "symplectic"
+    inference: ClassVar[AbstractInferenceForm] = HenonLayers()
 
     layers: HenonLayer
     dim: int = eqx.field(static=True)
