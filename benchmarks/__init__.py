@@ -43,6 +43,9 @@ BENCHMARKS: dict[str, str] = {
     "long_rollout": "benchmarks.long_rollout",
     "dissipation": "benchmarks.dissipation",
     "distributed_lm": "benchmarks.distributed_lm",
+    "brouwer": "benchmarks.brouwer",
+    "sympnet_rollout": "benchmarks.sympnet_rollout",
+    "work_precision": "benchmarks.work_precision",
 }
 
 #: one-line descriptions, kept here so that `python -m benchmarks` lists without importing.
@@ -71,6 +74,11 @@ DESCRIPTIONS: dict[str, str] = {
     "command line's defaults (float32, LM up to 500 iterations), Markov and order-dependent systems",
     "distributed_lm": "Levenberg-Marquardt with per-process shards: 2 processes on 2 cores "
     "vs 1 on 1 core (per-process memory of data and accumulation, iteration time)",
+    "work_precision": "Verlet corrected by learned G-SympNets vs classical integrators at equal "
+    "cost: Lennard-Jones cluster (expensive force, long stride), Hénon–Heiles (control)",
+    "sympnet_rollout": "rollout of the CLI's SympNets and Hénon nets on one core: inference forms vs "
+    "the plain model map vs hand-written dot and broadcast forms, 1-512 trajectories",
+    "brouwer": "LiePoissonNet Casimir over 1e5 steps, float32/float64, plain vs compensated",
     "long_rollout": "bounded horizon of 1e5-state rollouts of VPT, SymT, LST, ST after LM "
     "training; multi-step (k-window) vs one-window loss at equal CPU time",
 }

@@ -1,0 +1,223 @@
+"""Work–precision of learned integrators on problems chosen for and against them.
+
+For each problem: data from a converged integrator (`geomlearn.datasets`, every stored
+step accurate to 1e-8), a `CorrectedIntegrator` — Störmer–Verlet of the known system
+between two G-SympNets that start as the identity — trained by Levenberg–Marquardt for
+a bounded number of iterations and seconds, then `geomlearn.work_precision` on held-out
+trajectories: the model's error at the horizon and its states per second against the
+classical integrators at `h = Δt/k`, the two ratios and the verdict.
+
+- **Lennard-Jones cluster** (the expensive force): `LennardJonesCluster(32, 2)` (496
+  pairs per force), data at a stride of the reference step, the model taking one step
+  per stride with `substeps` Verlet steps inside (Verlet at the whole stride is beyond
+  its stability limit). The classical side is the explicit methods (Störmer–Verlet,
+  Yoshida 4 and 6, RK4): on a separable system an implicit method of the same order
+  costs more force evaluations per step, and the implicit solves at this size would
+  take most of the run. Also: the energy drift over a long rollout of the model from the
+  held-out states and the number of them that escape (`long_horizon`, centre-of-mass
+  frame).
+- **Hénon–Heiles** (a cheap-force control): 4 dimensions, data at `dt = 0.1`, every
+  default method compared.
+
+The Toda reduction is not included: its learned reduced model
+(`benchmarks/toda_reduction.py`) is not a model of the full system's dimension, which
+`work_precision` compares, so it would need its own comparison.
+
+Both classical and learned sides run as compiled JAX on the same CPU, so a speed-up here
+is the learned map's own, not that of compiled code over a Python force call.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ._harness import Benchmark, Column, Table
+
+NAME = "work_precision"
+
+_EXPLICIT = ("stormer_verlet", "yoshida4", "yoshida6", "rk4")
+
+FULL = dict(
+    lj=dict(n_particles=32, spatial_dim=2, dt=0.01, stride=8, n_train=8, n_test=8,
+            n_steps=100, horizon=100, substeps=2, n_layers=2, width=8, iterations=200,
+            train_s=120.0, long_steps=100_000, methods=_EXPLICIT),
+    henon_heiles=dict(dt=0.1, n_train=16, n_test=8, n_steps=100, horizon=1000, substeps=1,
+                      n_layers=2, width=16, iterations=200, train_s=60.0, methods=None),
+)
+QUICK = dict(
+    lj=dict(n_particles=4, spatial_dim=2, dt=0.01, stride=8, n_train=3, n_test=2,
+            n_steps=10, horizon=5, substeps=2, n_layers=1, width=4, iterations=2,
+            train_s=30.0, long_steps=50, methods=("stormer_verlet", "yoshida4")),
+    henon_heiles=dict(dt=0.1, n_train=3, n_test=2, n_steps=10, horizon=10, substeps=1,
+                      n_layers=1, width=4, iterations=2, train_s=30.0,
+                      methods=("stormer_verlet", "yoshida4")),
+)
+
+
+def _split(data, n_train, gl):
+    """The first `n_train` trajectories, and the rest (held out)."""
+    return (gl.TrajectoryData(data.states[:n_train], data.dt),
+            gl.TrajectoryData(data.states[n_train:], data.dt))
+
+
+def _train(gl, system, train, s, seed):
+    """A `CorrectedIntegrator` (Verlet between identity-start G-SympNets) trained by
+    Levenberg–Marquardt; `(model, seconds, first loss, last loss)`."""
+    import jax
+
+    correction = gl.GSympNet(system.dim, n_layers=s["n_layers"], width=s["width"],
+                             identity_init=True, key=jax.random.PRNGKey(seed))
+    model = gl.CorrectedIntegrator(system, correction, substeps=s["substeps"])
+    t0 = time.perf_counter()
+    model, hist = gl.fit(model, train, epochs=s["iterations"], optimizer=gl.LevenbergMarquardt(),
+                         time_budget=s["train_s"], key=jax.random.PRNGKey(seed + 1),
+                         progress=False)
+    return model, time.perf_counter() - t0, hist["loss"][0], hist["loss"][-1]
+
+
+def _row(problem, wp, train_s, losses, stride):
+    m, best = wp.metrics, wp.comparison.equal_cost
+    return dict(problem=problem, dim=None, stride=stride, horizon=wp.horizon,
+                model_error=m["model_point"]["error_worst"],
+                model_rate=m["model_point"]["states_per_second"],
+                classical=None if best is None else best.label(),
+                classical_error=None if best is None else best.error_worst,
+                classical_rate=None if best is None else best.states_per_second,
+                frontier_ratio=wp.frontier_ratio, equal_error_speedup=wp.equal_error_speedup,
+                train_s=train_s, loss_first=losses[0], loss_last=losses[1],
+                verdict=wp.verdict())
+
+
+def _lennard_jones(gl, s, ctx):
+    import jax
+
+    from geomlearn.evaluation import long_horizon
+
+    system = gl.systems.LennardJonesCluster(s["n_particles"], spatial_dim=s["spatial_dim"])
+    stride = s["stride"]
+    data = gl.datasets.lennard_jones(jax.random.PRNGKey(0), n_trajectories=s["n_train"] + s["n_test"],
+                                     n_steps=s["n_steps"] * stride, dt=s["dt"], system=system)
+    data = gl.TrajectoryData(data.states[:, ::stride], data.dt * stride)
+    train, test = _split(data, s["n_train"], gl)
+    ctx.log(f"Lennard-Jones: data {data.states.shape}, Δt = {data.dt:g}")
+    model, train_s, first, last = _train(gl, system, train, s, seed=10)
+    wp = gl.work_precision(model, system, test, horizon=s["horizon"], methods=s["methods"],
+                           key=jax.random.PRNGKey(2))
+    row = _row(f"Lennard-Jones cluster, N={s['n_particles']}, {s['spatial_dim']}-D", wp,
+               train_s, (first, last), stride)
+    row["dim"] = system.dim
+    t0 = time.perf_counter()
+    long = long_horizon(model, model.task(data_dt=test.dt), test.states, horizon=s["long_steps"],
+                        invariants=system.invariants, particles=system.particle_dimension)
+    energy = long.metrics["invariants"]["energy"]
+    row.update(long_steps=s["long_steps"], energy_max_drift=energy["worst_max_drift"],
+               energy_trend=energy["worst_trend"], escaped=long.metrics["n_escaped"],
+               n_long=long.metrics["n_trajectories"], long_s=time.perf_counter() - t0)
+    return row, wp.metrics
+
+
+def _henon_heiles(gl, s, ctx):
+    import jax
+
+    system = gl.systems.HenonHeiles()
+    data = gl.datasets.henon_heiles(jax.random.PRNGKey(0), n_trajectories=s["n_train"] + s["n_test"],
+                                    n_steps=s["n_steps"], dt=s["dt"], system=system)
+    train, test = _split(data, s["n_train"], gl)
+    ctx.log(f"Hénon–Heiles: data {data.states.shape}, Δt = {data.dt:g}")
+    model, train_s, first, last = _train(gl, system, train, s, seed=20)
+    wp = gl.work_precision(model, system, test, horizon=s["horizon"], methods=s["methods"],
+                           key=jax.random.PRNGKey(3))
+    row = _row("Hénon–Heiles", wp, train_s, (first, last), 1)
+    row["dim"] = system.dim
+    return row, wp.metrics
+
+
+def _figure(path, measured: dict) -> bool:
+    """One work–precision panel per problem (the report's panel); `False` without
+    matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    from geomlearn.plotting import _work_precision_panel
+
+    fig, axes = plt.subplots(1, len(measured), figsize=(6.5 * len(measured), 5.2), squeeze=False)
+    for ax, (problem, metrics) in zip(axes[0], measured.items()):
+        _work_precision_panel(ax, metrics)
+        ax.set_title(f"{problem}\n{ax.get_title()}", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def measure(settings, ctx):
+    import geomlearn as gl
+
+    rows, measured = [], {}
+    for name, run in (("lj", _lennard_jones), ("henon_heiles", _henon_heiles)):
+        row, metrics = run(gl, settings[name], ctx)
+        rows.append(row)
+        measured[row["problem"]] = metrics
+        ctx.log(f"{row['problem']}: {row['verdict']}")
+    figure = ctx.out / f"{NAME}.png"
+    drawn = _figure(figure, measured)
+    long = [r for r in rows if "long_steps" in r]
+    return {"rows": rows, "long": long, "work_precision": measured,
+            "figure": figure.name if drawn else None}
+
+
+def _targets(settings, results):
+    from . import _common as C
+
+    lj = results["rows"][0]
+    ratio = lj["frontier_ratio"]
+    return [
+        C.target("Lennard-Jones: frontier_ratio (model more accurate at equal cost)", "≥ 1",
+                 ratio, ratio is not None and ratio >= 1, "×"),
+        C.target(f"Lennard-Jones: escapes from {lj['n_long']} held-out states over "
+                 f"{lj['long_steps']} strides", "0", lj["escaped"], lj["escaped"] == 0),
+    ]
+
+
+def _notes(settings, results):
+    return [f"{r['problem']}: {r['verdict']}" for r in results["rows"]] + [
+        "classical side of the Lennard-Jones cluster: explicit methods only (Störmer–Verlet, "
+        "Yoshida 4 and 6, RK4); the Toda reduction is not compared (see the module docstring)"]
+
+
+SPEC = Benchmark(
+    name=NAME,
+    description="work–precision: a Verlet step corrected by learned G-SympNets against the "
+    "classical integrators at equal cost, on a Lennard-Jones cluster (expensive force, long "
+    "stride) and Hénon–Heiles (cheap-force control)",
+    full=FULL,
+    quick=QUICK,
+    measure=measure,
+    tables=(
+        Table("Work–precision at the horizon (worst relative state error over held-out "
+              "trajectories)",
+              (Column("problem", "problem"), Column("dim", "dim", "d"),
+               Column("stride", "stride", "d"), Column("horizon", "horizon", "d"),
+               Column("model_error", "model error", ".3g"),
+               Column("model_rate", "model states/s", ".3g"),
+               Column("classical", "best classical at ≥ the model's speed"),
+               Column("classical_error", "its error", ".3g"),
+               Column("classical_rate", "its states/s", ".3g"),
+               Column("frontier_ratio", "frontier_ratio", ".3g"),
+               Column("equal_error_speedup", "equal_error_speedup", ".3g"),
+               Column("train_s", "train s", ".0f")), rows="rows"),
+        Table("Long rollout of the learned map from the held-out states",
+              (Column("problem", "problem"), Column("long_steps", "strides", "d"),
+               Column("energy_max_drift", "energy max drift", ".3g"),
+               Column("energy_trend", "energy trend", ".3g"),
+               Column("escaped", "escaped", "d"), Column("n_long", "of", "d")), rows="long"),
+    ),
+    targets=_targets,
+    notes=_notes,
+)
+DESCRIPTION = SPEC.description
+add_arguments, run = SPEC.add_arguments, SPEC.run
