@@ -98,5 +98,4 @@ def times(x: float) -> str:
     """A ratio for a sentence, to two significant digits: `38×`, `5.1×`, `1,200×`, `∞×`."""
     if not math.isfinite(x):
         return "∞×"
-    rounded = float(f"{x:.2g}")
-    return f"{rounded:,.0f}×" if rounded >= 10 else f"{x:#.2g}×"  # 1.04 reads 1.0×, not 1×
+    return f"{float(f'{x:.2g}'):,.0f}×" if x >= 10 else f"{x:.2g}×"
