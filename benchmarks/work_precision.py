@@ -102,7 +102,7 @@ def _lennard_jones(gl, s, ctx):
     ctx.log(f"Lennard-Jones: data {data.states.shape}, Δt = {data.dt:g}")
     model, train_s, first, last = _train(gl, system, train, s, seed=10)
     wp = gl.work_precision(model, system, test, horizon=s["horizon"], methods=s["methods"],
-                           key=jax.random.PRNGKey(2))
+                           key=jax.random.PRNGKey(2), budget=None)
     row = _row(f"Lennard-Jones cluster, N={s['n_particles']}, {s['spatial_dim']}-D", wp,
                train_s, (first, last), stride)
     row["dim"] = system.dim
@@ -126,7 +126,7 @@ def _henon_heiles(gl, s, ctx):
     ctx.log(f"Hénon–Heiles: data {data.states.shape}, Δt = {data.dt:g}")
     model, train_s, first, last = _train(gl, system, train, s, seed=20)
     wp = gl.work_precision(model, system, test, horizon=s["horizon"], methods=s["methods"],
-                           key=jax.random.PRNGKey(3))
+                           key=jax.random.PRNGKey(3), budget=None)
     row = _row("Hénon–Heiles", wp, train_s, (first, last), 1)
     row["dim"] = system.dim
     return row, wp.metrics

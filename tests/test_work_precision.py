@@ -3,6 +3,7 @@ steps Δt/k, the frontier and the two ratios. No assertion here depends on a tim
 errors are checked against theory (an exact flow map, the methods' orders, the clock of
 a driven system) and the ratios on hand-made points."""
 
+import dataclasses
 import json
 import math
 from typing import ClassVar
@@ -15,6 +16,7 @@ import pytest
 
 import geomlearn as gl
 from _helpers import RK4Step
+from geomlearn.evaluation import _reference_run as rr
 from geomlearn.evaluation import _work_precision as wp
 from geomlearn.evaluation._work_precision import (
     REFERENCE_TOLERANCE,
@@ -106,6 +108,8 @@ def test_an_exact_flow_map_is_accurate_to_round_off_and_beats_every_run_at_the_d
     if exact.equal_error_speedup is not None:  # a run as accurate as round-off
         assert exact.comparison.equal_error.error_worst <= m.error_worst
     metrics = json.loads(json.dumps(exact.metrics))
+    assert metrics["reference_method"] == "yoshida6"  # explicit: the oscillator is separable
+    assert exact.horizon == exact.requested_horizon == HORIZON and exact.horizon_cut is None
     assert metrics["frontier_ratio"] == exact.frontier_ratio
     assert len(metrics["points"]) == len(exact.points) and metrics["clock_components"] == []
 
@@ -160,7 +164,7 @@ def test_the_clock_of_a_driven_system_is_left_out():
     states = integrate(system, z0, DT, 5, method="gauss_legendre6")
     result = work_precision(RK4Step(system, DT), system, np.asarray(states), dt=DT,
                             horizon=HORIZON, methods="rk4", max_refinement=1)
-    assert result.clock_components == (2,)
+    assert result.clock_components == (2,) and result.reference_method == "gauss_legendre6"
     m, (rk4,) = result.model_point, result.points
     assert m.energy_error_worst is None and rk4.energy_error_worst is None
     assert m.error_worst == pytest.approx(rk4.error_worst, rel=1e-8)
@@ -172,6 +176,78 @@ def test_the_clock_of_a_driven_system_is_left_out():
     assert m.error_worst == pytest.approx(np.max(kept), rel=1e-8)
     assert m.error_median == pytest.approx(np.median(kept), rel=1e-8)
     assert np.max(whole) < 0.5 * m.error_worst
+
+
+# --- the reference and the horizon ----------------------------------------------------
+
+
+def growth_integrate(rate):
+    """A stand-in for `integrate`: each step multiplies the state by `1 + rate(s)` (`s`
+    the substeps), so references with `s` and `2s` substeps agree at step t to
+    |((1 + rate(s)) / (1 + rate(2s)))^t − 1|."""
+
+    def run(system, z0, dt, n_steps, *, method, substeps):
+        factors = (1.0 + rate(substeps)) ** np.arange(n_steps + 1)
+        return jnp.asarray(np.asarray(z0)[:, None, :] * factors[None, :, None])
+
+    return run
+
+
+def agreement(rate, s, t):
+    return abs(((1 + rate(s)) / (1 + rate(2 * s))) ** t - 1)
+
+
+def test_a_reference_converging_at_its_order_keeps_the_horizon(monkeypatch):
+    """Control: an error δ/s^6 (6th order) halves 64-fold per refinement; the
+    refinement ends at REFERENCE_TOLERANCE, the horizon stays, and the error is the
+    Richardson estimate of the last run's (the last agreement / 63)."""
+    rate = lambda s: 1e-5 / s**6  # noqa: E731
+    monkeypatch.setattr(rr, "integrate", growth_integrate(rate))
+    ref = rr.reference(HarmonicOscillator(), np.ones((2, 2)), DT, 100, np.ones(2), None)
+    s = ref.substeps
+    assert ref.method == "yoshida6" and ref.horizon == 100 and ref.cut is None
+    assert agreement(rate, s // 2, 100) <= rr.REFERENCE_TOLERANCE < agreement(rate, s // 4, 100)
+    assert ref.error == pytest.approx(agreement(rate, s // 2, 100) / 63, rel=1e-6)
+    assert ref.states.shape == (2, 101, 2)
+
+
+def test_a_reference_that_stops_converging_is_cut_to_the_steps_it_resolves(monkeypatch):
+    """An error that does not shrink with the substeps (round-off or chaos: ±δ
+    alternating) ends the refinement at its second agreement; where the references
+    disagree by more than REFERENCE_RESOLVED at the horizon, the horizon is cut to the
+    last step they agree to it, and the error is the agreement there, a bound."""
+    rate = lambda s: 1e-5 * (-1) ** int(np.log2(s))  # noqa: E731
+    monkeypatch.setattr(rr, "integrate", growth_integrate(rate))
+    ref = rr.reference(HarmonicOscillator(), np.ones((2, 2)), DT, 100, np.ones(2), None)
+    resolved = [t for t in range(101) if agreement(rate, 2, t) <= rr.REFERENCE_RESOLVED]
+    assert ref.substeps == 4 and ref.cut == "reference"
+    assert 0 < ref.horizon == resolved[-1] < 100 and ref.states.shape == (2, ref.horizon + 1, 2)
+    assert ref.error == pytest.approx(agreement(rate, 2, ref.horizon), rel=1e-6)
+    assert ref.error <= rr.REFERENCE_RESOLVED < agreement(rate, 2, ref.horizon + 1)
+
+
+def test_a_time_budget_cuts_the_horizon_at_a_segment_end():
+    """With a budget the reference's first run cannot keep (1 µs), the horizon is its
+    second segment end (the first call, which compiles, is not counted), and the
+    reference is its first two runs (its error their agreement, a bound); the
+    comparison is measured there (the exact model's error within the reference's,
+    Störmer–Verlet's that of its own run to that step) and the verdict says so."""
+    system, data = oscillator_data()
+    result = work_precision(ExactFlow(DT), system, data, horizon=HORIZON, max_refinement=1,
+                            methods="stormer_verlet", budget=1e-6)
+    n = 2 * rr.segment_length(HORIZON)
+    assert result.horizon == n < HORIZON and result.horizon_cut == "budget"
+    assert result.requested_horizon == HORIZON and result.reference_substeps == 2
+    (verlet,) = result.points
+    z0 = np.asarray(data.states[:, 0])
+    exact = z0 @ np.linalg.matrix_power(np.asarray(rotation(DT)), n).T
+    mine = np.asarray(integrate(system, z0, DT, n, method="stormer_verlet"))[:, -1]
+    expected = np.linalg.norm(mine - exact, axis=-1) / np.linalg.norm(exact, axis=-1)
+    assert result.reference_error < 1e-4 * verlet.error_worst
+    assert verlet.error_worst == pytest.approx(np.max(expected), rel=1e-4)
+    assert result.model_point.error_worst <= result.reference_error
+    assert result.verdict().startswith(f"at step {n} of {HORIZON} (the time budget): ")
+    assert json.loads(json.dumps(result.metrics))["horizon_cut"] == "budget"
 
 
 # --- the ratios on hand-made points ----------------------------------------------------
@@ -227,6 +303,18 @@ def test_a_classical_run_wins_at_equal_cost_and_at_equal_error():
     assert result_of(model, [fine_fast, DOMINATED]).verdict() == (
         "at equal cost yoshida6 (h = Δt) is 40× more accurate than the model; reaching "
         "the model's error, it is 5.1× faster")
+
+
+def test_a_shortened_horizon_is_named_first_in_the_verdict():
+    """A horizon the reference cut says to which step and why, then the same sentence;
+    an uncut one (the negative control) adds nothing."""
+    model = point("M", None, 1e-3, 100.0)
+    cut = dataclasses.replace(result_of(model, POINTS), horizon=40, requested_horizon=HORIZON,
+                              horizon_cut="reference")
+    plain = result_of(model, POINTS).verdict()
+    assert cut.verdict() == (f"at step 40 of {HORIZON} (the last step the reference resolves "
+                             f"to {rr.REFERENCE_RESOLVED:g}): " + plain)
+    assert not plain.startswith("at step")
 
 
 def test_the_ratios_are_none_where_no_classical_run_qualifies():

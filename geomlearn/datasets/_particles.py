@@ -24,7 +24,7 @@ def lennard_jones(key: PRNGKeyArray, *, n_trajectories: int = 32, n_steps: int =
     close-packed sites (up to $0.02\,r_m$ per axis) and momenta (no total and no
     angular momentum); see `LennardJonesCluster.thermal_states`.
 
-    `LennardJonesCluster()` (38 particles in 3-D) unless `system` is given; `dt = 0.01`
+    `LennardJonesCluster()` (13 particles in 3-D) unless `system` is given; `dt = 0.01`
     (in units of $\sigma\sqrt{m/\varepsilon}$), 200 steps; Yoshida's 6th-order method
     from 4 substeps, doubled until the one-step relative error is $\le 10^{-8}$
     (`reference_data`).

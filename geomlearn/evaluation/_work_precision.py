@@ -4,12 +4,10 @@ From the first state $z^i_0$ of each trajectory $i = 1..B$ of the data (step $\D
 the model (a window model: from the reference's first $T$ states) and the classical
 integrators run `horizon` $= N$ data steps against an accurate reference $r^i_t$.
 
-- **Reference**: 6th-order Gauss–Legendre with $s$ substeps per data step, $s = 4, 8,
-  \dots$ until two successive references agree at step $N$,
-  $\max_i \|r^{i,(s)}_N - r^{i,(s/2)}_N\|_\tau / \|r^{i,(s)}_N\|_\tau \le$
-  `REFERENCE_TOLERANCE`, or stop agreeing better (round-off), or $s$ reaches
-  `REFERENCE_MAX_SUBSTEPS`; the last agreement is its own error $e_r$. It is computed in
-  the data's dtype.
+- **Reference** and **horizon** (`_reference_run`): Yoshida 6 (separable systems) or
+  Gauss–Legendre 6, refined to `REFERENCE_TOLERANCE` or its limit; its own error $e_r$.
+  $N$ is shortened, and the result says so, to fit a time `budget` and to the last step
+  the reference resolves to `REFERENCE_RESOLVED`.
 - **Errors** of a run $z$, per trajectory: the state error
   $\|z^i_N - r^i_N\|_\tau / \|r^i_N\|_\tau$, with $\|\cdot\|_\tau$ leaving out the clock
   of a driven system (`_frame`), and, when the system has an `"energy"` invariant $H$,
@@ -17,13 +15,13 @@ integrators run `horizon` $= N$ data steps against an accurate reference $r^i_t$
   reported as the median and the worst over trajectories. A run that fails (a
   non-finite state, an implicit solve that does not converge) has error $\infty$. The
   **error of a run** that the comparison uses is its worst trajectory's state error.
-- **Throughput**: $B' N / t$ states per second, $t$ the median of `TIMING_REPEATS`
-  calls of the compiled run of $B'$ trajectories after a warm-up call (a call longer
-  than `LONG_CALL_SECONDS` is timed once; the warm-up's extra time is its
-  compilation): $B' = B$ when the $B$ trajectories take at least `TIMING_BATCH` steps
-  per data step together ($B k$ for a classical run), else $B' = \max(B,$
-  `TIMING_BATCH`$)$ copies of them (a batch that small pays the fixed cost of a call
-  many times over its arithmetic).
+- **Throughput**: $B' n / t$ states per second. A classical run is made in calls of
+  the reference's $n = \lceil N/$`SEGMENTS`$\rceil$ steps; $t$ is the median time of
+  its calls after the first (which compiles), $B' = B$ when $B k \ge$ `TIMING_BATCH` or
+  a step takes at least `TIMING_STEP_SECONDS`; else $t$ is the median of
+  `TIMING_REPEATS` calls of $n$ steps of $B' = \max(B,$ `TIMING_BATCH`$)$ copies after
+  a warm-up call. The model is timed likewise on $N$ steps of $\max(B,$
+  `TIMING_BATCH`$)$ states. A call longer than `LONG_CALL_SECONDS` is timed once.
 - **Classical runs**: each method at $h = \Delta t / k$, $k = 1, 2, 4, \dots$ (one
   compiled call serves every $k$), until its error is at most the floor
   `FLOOR_FACTOR` $\cdot\, e_r$ (below it the reference cannot tell errors apart), or
@@ -31,7 +29,7 @@ integrators run `horizon` $= N$ data steps against an accurate reference $r^i_t$
   converging is refined on), or $k$ would pass `max_refinement`, or the run is as
   accurate as the model and slower: finer runs, slower still, change neither ratio.
 - **Frontier**: the classical runs of finite error that no other run beats in both
-  error and throughput (at least as good in both, better in one).
+  error and throughput.
 - **Ratios** (`compare`): with $e_m$, $v_m$ the model's error and throughput,
   `frontier_ratio` $= e_c / e_m$ for the most accurate classical run with throughput
   $\ge v_m$ (above 1 the model is more accurate at equal cost; `None` when every
@@ -39,8 +37,7 @@ integrators run `horizon` $= N$ data steps against an accurate reference $r^i_t$
   the fastest classical run with error $\le e_m$ (`None` when none reaches it). In a
   ratio $x/0 = \infty$ for $x > 0$ and $0/0 = \infty/\infty = 1$.
 
-Reference: E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations
-I*, 2nd ed., Springer 1993 (work–precision diagrams).
+Reference: Hairer, Nørsett, Wanner, *Solving Ordinary Differential Equations I*, 1993.
 """
 
 from __future__ import annotations
@@ -56,27 +53,23 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._validation import check_int
-from ..integrators import (METHODS, AbstractIntegrator, GaussLegendre6, IntegrationError,
-                           as_integrator, integrate)
+from ..integrators import METHODS, AbstractIntegrator, IntegrationError, as_integrator, integrate
 from ..models._base import AbstractModel
 from ..rollout import RolloutError, model_rollout
 from ..systems import AbstractSystem
 from ._frame import clock_components, kept_components
 from ._frontier import Comparison, WorkPoint, compare, pareto_frontier, ratio, times
+from ._reference_run import (REFERENCE_FIRST_SUBSTEPS, REFERENCE_MAX_SUBSTEPS,
+                             REFERENCE_MIN_SHRINK, REFERENCE_RESOLVED, REFERENCE_TOLERANCE,
+                             SEGMENTS, reference, relative, segment_length, segmented)
 from ._states import reference_states, values_at
 
 __all__ = ["work_precision", "WorkPrecision", "WorkPoint", "Comparison", "compare",
            "pareto_frontier", "REFERENCE_TOLERANCE", "REFERENCE_FIRST_SUBSTEPS",
            "REFERENCE_MAX_SUBSTEPS", "FLOOR_FACTOR", "PLATEAU_BELOW", "TIMING_REPEATS", "TIMING_BATCH",
-           "DEFAULT_METHODS",
-           "LONG_CALL_SECONDS", "MAX_TRAJECTORIES"]
+           "DEFAULT_METHODS", "LONG_CALL_SECONDS", "MAX_TRAJECTORIES", "REFERENCE_MIN_SHRINK",
+           "REFERENCE_RESOLVED", "SEGMENTS", "TIMING_STEP_SECONDS", "BUDGET_SECONDS"]
 
-REFERENCE_TOLERANCE = 1e-10
-"""Two successive references that agree this closely at the horizon end its refinement."""
-REFERENCE_FIRST_SUBSTEPS = 4
-"""The reference's first number of Gauss–Legendre substeps per data step."""
-REFERENCE_MAX_SUBSTEPS = 128
-"""The reference's largest number of substeps per data step."""
 FLOOR_FACTOR = 4.0
 """A classical run within this multiple of the reference's own error is not refined."""
 PLATEAU_BELOW = 1e-2
@@ -85,6 +78,11 @@ TIMING_REPEATS = 3
 """Timed calls per run (their median is the time)."""
 TIMING_BATCH = 256
 """Throughput is timed on at least this many trajectory steps per data step at once."""
+TIMING_STEP_SECONDS = 1e-3
+"""A step of the trajectories together that takes this long is timed as it is (its
+arithmetic, not the fixed cost of a step, is what the time measures)."""
+BUDGET_SECONDS = 12.0
+"""The default time budget of `work_precision` (it bounds the horizon)."""
 DEFAULT_METHODS = ("stormer_verlet", "yoshida4", "yoshida6", "implicit_midpoint",
                    "gauss_legendre4", "gauss_legendre6", "rk4")
 """The classical integrators compared by default (those that apply to the system): the
@@ -105,8 +103,9 @@ class WorkPrecision:
     method, `k` increasing), `frontier` (`pareto_frontier` of `points`), `comparison` (a
     `Comparison`), `reference_error`, `reference_substeps`, `error_floor`, `horizon`, `dt`,
     `n_trajectories`, `clock_components`, `max_refinement`, `compile_seconds` (by method
-    name and the model's class name; a method the reference compiled has none), `model`,
-    `system` (class names), `dtype` (the data's).
+    name and the model's class name), `model`, `system` (class names), `dtype` (the
+    data's), `requested_horizon` (`None`: `horizon`), `horizon_cut` (why `horizon` is
+    shorter: `"budget"`, `"reference"`, or `None`), `reference_method`.
 
     **Properties:** `frontier_ratio`, `equal_error_speedup`, `metrics` (all as a JSON-able
     dict; a failed run's `inf` becomes `null` in `geomlearn`'s JSON files); `verdict()`.
@@ -128,6 +127,9 @@ class WorkPrecision:
     model: str
     system: str
     dtype: str
+    requested_horizon: int | None = None
+    horizon_cut: str | None = None
+    reference_method: str = "gauss_legendre6"
 
     @property
     def frontier_ratio(self) -> float | None:
@@ -148,7 +150,6 @@ class WorkPrecision:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                   if f.name != "comparison"}
         return {**fields, "clock_components": list(self.clock_components),
-                "reference_method": GaussLegendre6.name,
                 "model_point": self.model_point.as_dict(),
                 "points": [p.as_dict() for p in self.points],
                 "frontier": [run(p) for p in self.frontier], "frontier_ratio": c.frontier_ratio,
@@ -158,7 +159,15 @@ class WorkPrecision:
 
     def verdict(self) -> str:
         """One line in plain words: who is more accurate at equal cost, and how much
-        faster the fastest classical run that reaches the model's error is."""
+        faster the fastest classical run that reaches the model's error is (first, where
+        the horizon was shortened, to which step and why)."""
+        why = {"budget": "the time budget", "reference": "the last step the reference "
+               f"resolves to {REFERENCE_RESOLVED:g}"}.get(self.horizon_cut)
+        prefix = "" if why is None else (
+            f"at step {self.horizon} of {self.requested_horizon} ({why}): ")
+        return prefix + self._verdict()
+
+    def _verdict(self) -> str:
         m, c = self.model_point, self.comparison
         x = lambda a, b: times(ratio(a, b))  # noqa: E731
         if m.failed:
@@ -190,14 +199,6 @@ class WorkPrecision:
         return f"{first}; {second}"
 
 
-def _relative(z, r, weights) -> np.ndarray:
-    """Per trajectory, $\\|z - r\\|_\\tau / \\|r\\|_\\tau$ (`inf` where not finite)."""
-    z, r = np.asarray(z, dtype=np.float64), np.asarray(r, dtype=np.float64)
-    size = np.linalg.norm(r * weights, axis=-1)
-    err = np.linalg.norm((z - r) * weights, axis=-1) / np.where(size > 0, size, 1.0)
-    return np.where(np.isfinite(err), err, np.inf)
-
-
 @dataclasses.dataclass(frozen=True)
 class _Judge:
     """The errors and throughput of a run against the reference's states at the horizon."""
@@ -211,10 +212,10 @@ class _Judge:
         """The `WorkPoint` of a run whose states at the horizon are `final` (`None`: failed)."""
         errors = energies = np.full(len(self.final), np.inf)
         if final is not None:
-            errors = _relative(final, self.final, self.weights)
+            errors = relative(final, self.final, self.weights)
             if self.energy is not None:
                 values = np.asarray(values_at(self.energy, final[:, None]), np.float64)
-                energies = _relative(values, self.energy0[:, None], 1.0)
+                energies = relative(values, self.energy0[:, None], 1.0)
         spread = [float(f(e)) for e in (errors, energies) for f in (np.median, np.max)]
         return WorkPoint(method, k, float(h), *spread[:2],
                          *(spread[2:] if self.energy is not None else (None, None)), rate)
@@ -237,30 +238,6 @@ def _timed_run(fn, repeats: int = TIMING_REPEATS):
     return out, float(np.median(times))
 
 
-def _reference(system, z0, dt: float, horizon: int, weights):
-    """`(states (B, horizon + 1, d), substeps, own error)` of the Gauss–Legendre reference
-    refined as the module documentation says."""
-    method, s = GaussLegendre6(), REFERENCE_FIRST_SUBSTEPS
-    previous, agreement = None, math.inf
-    while True:
-        try:
-            states = integrate(system, z0, dt, horizon, method=method, substeps=s)
-        except IntegrationError as e:
-            if 2 * s > REFERENCE_MAX_SUBSTEPS:
-                raise IntegrationError(f"the reference ({method.name}) failed with up to {s} "
-                                       f"substeps per data step: {e}") from None
-            previous, s = None, 2 * s
-            continue
-        if previous is not None:
-            new = float(np.max(_relative(previous[:, -1], states[:, -1], weights)))
-            if new <= REFERENCE_TOLERANCE or new >= agreement:
-                return states, s, new
-            agreement = new
-        if 2 * s > REFERENCE_MAX_SUBSTEPS:
-            return states, s, agreement
-        previous, s = states, 2 * s
-
-
 def _tiled(x):
     """`x` `(B, ...)` repeated along its first axis to `max(B, TIMING_BATCH)` rows (one
     shape for every `k`: each shape compiles once)."""
@@ -269,28 +246,36 @@ def _tiled(x):
 
 
 def _method_points(system, method, z0, dt, horizon, judge, floor, max_refinement,
-                   model_point=None):
+                   model_point=None, segment=None):
     """`(points, compile seconds)` of one classical method at `k = 1, 2, 4, …` (see the
     module documentation for where the refinement ends; with `model_point`, also once a
-    run is as accurate as the model and slower)."""
-    timed_z0 = _tiled(jnp.asarray(z0))
+    run is as accurate as the model and slower), in calls of `segment` steps (default
+    `segment_length(horizon)`)."""
+    segment = segment_length(horizon) if segment is None else segment
+    tiled = _tiled(jnp.asarray(z0))
 
     def run(k, z):
-        return integrate(system, z, dt, horizon, method=method, substeps=k)
+        return integrate(system, z, dt, segment, method=method, substeps=k)
 
-    _, warm = _timed_run(functools.partial(run, 1, timed_z0), 1)
-    points, k, compile_seconds = [], 1, 0.0
+    points, k, compile_seconds, warm = [], 1, 0.0, False
     while k <= max_refinement:
-        # the trajectories themselves once they carry enough steps per call, else the
-        # repeated batch
-        timed = z0 if len(z0) * k >= TIMING_BATCH else timed_z0
-        out, seconds = _timed_run(functools.partial(run, k, timed))
-        if timed is not z0:
-            out, _ = _timed_run(functools.partial(run, k, z0), 1)
-        if k == 1:
-            compile_seconds = max(warm - seconds, 0.0)
-        rate = len(timed) * horizon / max(seconds, 1e-12)
-        point = judge.point(method.name, k, dt / k, None if out is None else out[:, -1], rate)
+        try:
+            states, seconds = segmented(functools.partial(run, k), z0, horizon, segment)
+            out = states[:, -1]
+        except _FAILURES:
+            out, seconds = None, [math.inf]
+        if k == 1 and len(seconds) == 1 and out is not None:  # one call: time a second
+            seconds.append(_timed_run(functools.partial(run, 1, z0), 1)[1])
+        timed = np.median(seconds[1:] if k == 1 and len(seconds) > 1 else seconds)
+        if k == 1 and out is not None:
+            compile_seconds = max(seconds[0] - timed, 0.0)
+        batch = len(z0)
+        if not (batch * k >= TIMING_BATCH or timed >= TIMING_STEP_SECONDS * segment * k):
+            if not warm:
+                _, warm = _timed_run(functools.partial(run, 1, tiled), 1), True
+            batch, timed = len(tiled), _timed_run(functools.partial(run, k, tiled))[1]
+        rate = batch * segment / max(timed, 1e-12)
+        point = judge.point(method.name, k, dt / k, out, rate)
         before = points[-1].error_worst if points else math.inf
         points.append(point)
         if point.error_worst <= floor or (before < PLATEAU_BELOW and point.error_worst >= before):
@@ -383,13 +368,15 @@ def _chosen(states, key):
 
 
 def work_precision(model, system, data, *, horizon: int = 1000, methods=None, key=None,
-                   max_refinement: int = 256, dt: float | None = None) -> WorkPrecision:
+                   max_refinement: int = 256, dt: float | None = None,
+                   budget: float | None = BUDGET_SECONDS) -> WorkPrecision:
     r"""Compare a learned integrator with the classical integrators at equal cost.
 
     Measures the model and every classical run as the module documentation says: their
-    error after `horizon` data steps against a converged reference and their throughput,
-    the classical runs at $h = \Delta t / k$ for $k = 1, 2, 4, \dots$; then the frontier
-    and the two ratios.
+    error after `horizon` data steps (fewer where the budget or the reference's
+    resolution shortens it) against a converged reference and their throughput, the
+    classical runs at $h = \Delta t / k$ for $k = 1, 2, 4, \dots$; then the frontier and
+    the two ratios.
 
     **Arguments:**
 
@@ -398,20 +385,22 @@ def work_precision(model, system, data, *, horizon: int = 1000, methods=None, ke
     - `system`: the `geomlearn.systems` system the data come from.
     - `data`: a `TrajectoryData`, or states `(B, n, d)` (or one trajectory `(n, d)`)
       with `dt`; only the first state of each trajectory is used.
-    - `horizon`: the number of data steps $N \ge 1$.
+    - `horizon`: the number of data steps $N \ge 1$ (at most; see `budget`).
     - `methods`: the classical integrators (names of `geomlearn.integrators.METHODS` or
       `AbstractIntegrator`s); default every method of `DEFAULT_METHODS` that applies to
       `system` (those for separable systems only when it is separable).
     - `key`: a PRNG key choosing `MAX_TRAJECTORIES` trajectories when there are more.
     - `max_refinement`: the largest `k` of a classical run.
     - `dt`: the time step of array `data`.
+    - `budget`: seconds that bound the horizon through the reference's first run (its
+      $b/8$ rule, module documentation); `None` for the full `horizon` always.
 
     **Returns:** a `WorkPrecision` (`frontier_ratio`, `equal_error_speedup`, `metrics`,
     `verdict()`).
 
     **Raises:** `ValueError` for a model that is not a geomlearn model, dimensions that
     disagree, `horizon < 1`, an unknown method or one that does not apply to `system`;
-    `IntegrationError` when the reference itself fails.
+    `IntegrationError` when the reference itself fails or resolves not even one step.
 
     ```python
     result = gl.work_precision(model, gl.systems.Pendulum(), test, horizon=1000)
@@ -425,23 +414,25 @@ def work_precision(model, system, data, *, horizon: int = 1000, methods=None, ke
     clock = clock_components(system, states)
     weights = kept_components(states.shape[-1], clock)
     z0 = _chosen(states, key)[:, 0]
-    reference, substeps, reference_error = _reference(system, z0, dt, horizon, weights)
+    ref = reference(system, z0, dt, horizon, weights, budget)
     energy = system.invariants.get("energy")
     judge = _Judge(
-        final=np.asarray(reference[:, -1], dtype=np.float64), weights=weights, energy=energy,
-        energy0=None if energy is None else np.asarray(values_at(energy, reference[:, :1]))[:, 0])
-    model_point, compile_seconds = _model_point(model, reference, dt, horizon, judge)
+        final=np.asarray(ref.states[:, -1], dtype=np.float64), weights=weights, energy=energy,
+        energy0=None if energy is None else np.asarray(values_at(energy, ref.states[:, :1]))[:, 0])
+    model_point, compile_seconds = _model_point(model, ref.states, dt, ref.horizon, judge)
     compiled = {type(model).__name__: compile_seconds}
-    floor = FLOOR_FACTOR * reference_error
+    floor = FLOOR_FACTOR * ref.error
     points = []
     for method in integrators:
         found, compiled[method.name] = _method_points(
-            system, method, z0, dt, horizon, judge, floor, max_refinement, model_point)
+            system, method, z0, dt, ref.horizon, judge, floor, max_refinement, model_point,
+            ref.segment)
         points.extend(found)
     return WorkPrecision(
         model_point=model_point, points=tuple(points), frontier=pareto_frontier(points),
-        comparison=compare(model_point, points), reference_error=reference_error,
-        reference_substeps=substeps, error_floor=floor, horizon=horizon, dt=dt,
+        comparison=compare(model_point, points), reference_error=ref.error,
+        reference_substeps=ref.substeps, error_floor=floor, horizon=ref.horizon, dt=dt,
         n_trajectories=int(z0.shape[0]), clock_components=tuple(clock),
         max_refinement=max_refinement, compile_seconds=compiled, model=type(model).__name__,
-        system=type(system).__name__, dtype=str(states.dtype))
+        system=type(system).__name__, dtype=str(states.dtype), requested_horizon=horizon,
+        horizon_cut=ref.cut, reference_method=ref.method)

@@ -74,9 +74,9 @@ class LennardJonesCluster(AbstractSeparableSystem):
     angular momentum $\sum_i x_i \times p_i$ (`"angular_momentum"` in 2-D; its
     components `"angular_momentum_x"`, `…_y`, `…_z` in 3-D). `particle_dimension` is $k$.
 
-    **Arguments:** `n_particles` $N \ge 2$ (default `38`), `spatial_dim` $k \in \{2, 3\}$
-    (default `3`), and the well depth `epsilon`, the length `sigma` and the `mass`, each
-    `> 0` (default `1.0`).
+    **Arguments:** `n_particles` $N \ge 2$ (default `13`: in 3-D a site and its twelve
+    neighbours), `spatial_dim` $k \in \{2, 3\}$ (default `3`), and the well depth
+    `epsilon`, the length `sigma` and the `mass`, each `> 0` (default `1.0`).
 
     **Default initial conditions:** `thermal_states((0.02, 0.04, 0.06, 0.08), seed=0)`:
     the $N$ sites of the close-packed lattice of spacing $r_m$ nearest to its centre
@@ -91,7 +91,7 @@ class LennardJonesCluster(AbstractSeparableSystem):
     sigma: float = eqx.field(static=True)
     mass: float = eqx.field(static=True)
 
-    def __init__(self, n_particles: int = 38, spatial_dim: int = 3, epsilon: float = 1.0,
+    def __init__(self, n_particles: int = 13, spatial_dim: int = 3, epsilon: float = 1.0,
                  sigma: float = 1.0, mass: float = 1.0):
         self.n_particles = check_int("n_particles", n_particles, minimum=2)
         self.spatial_dim = check_int("spatial_dim", spatial_dim)
