@@ -26,6 +26,7 @@ from . import (
     rollout as rollout,
     second_order as second_order,
     structures as structures,
+    symmetries as symmetries,
     systems as systems,
     training as training,
 )
@@ -151,8 +152,8 @@ from .training import (
 )
 from .cli import choose_trainer as choose_trainer  # the command line's policy, kept here too
 
-_SUBPACKAGES = ["geometry", "structures", "layers", "models", "systems", "integrators",
-                "datasets", "manifolds", "reduction", "cotangent_lift"]
+_SUBPACKAGES = ["geometry", "structures", "symmetries", "layers", "models", "systems",
+                "integrators", "datasets", "manifolds", "reduction", "cotangent_lift"]
 
 __all__ = _SUBPACKAGES + sorted(
     name for name in dir() if not name.startswith("_") and name not in _SUBPACKAGES

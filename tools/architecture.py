@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 
 LAYERS = {
     "geometry": 1, "manifolds": 1, "systems": 1, "integrators": 1, "data": 1,
-    "datasets": 1, "second_order": 1, "structures": 1,
+    "datasets": 1, "second_order": 1, "structures": 1, "symmetries": 1,
     "layers": 2,
     "models": 3,
     "rollout": 4, "evaluation": 4, "training": 4, "io": 4,

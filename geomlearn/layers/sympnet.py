@@ -45,6 +45,7 @@ from .._activations import resolve_activation
 from .._typing import Array, Float, PRNGKeyArray
 from .._nn import OUTPUT_INIT_SCALE, check_point, potential_parameters, scale_by_step
 from .._validation import check_even, check_int, float_dtype, step_size
+from ..symmetries import AbstractSymmetry, invariant_gradient, resolve_symmetry
 from ._symplectic import AbstractSymplecticLayer
 
 __all__ = [
@@ -111,6 +112,7 @@ class _AbstractGradientLayer(_AbstractShear):
     dim: int = eqx.field(static=True)
     width: int = eqx.field(static=True)
     activation: Callable | str = eqx.field(static=True)
+    symmetry: AbstractSymmetry | None = eqx.field(static=True)
 
     def __init__(
         self,
@@ -120,21 +122,29 @@ class _AbstractGradientLayer(_AbstractShear):
         *,
         key: PRNGKeyArray,
         dtype=None,
+        symmetry: AbstractSymmetry | str | None = None,
     ):
         self.dim = check_even("dim", dim)
         self.width = check_int("width", width, minimum=1)
         resolve_activation(activation)  # validate now, store the original argument
         self.activation = activation
-        self.K, self.a, self.b = potential_parameters(
-            key, self.width, self.dim // 2, float_dtype(dtype)
-        )
+        n = self.dim // 2
+        self.symmetry = resolve_symmetry(symmetry, n)
+        n_in = n if self.symmetry is None else self.symmetry.feature_count(n, momentum=self._changes_q)
+        self.K, self.a, self.b = potential_parameters(key, self.width, n_in, float_dtype(dtype))
 
-    def _increment(self, x):
+    def _ridge(self, x):
         dtype = x.dtype
         sigma = resolve_activation(self.activation)
         K = self.K.astype(dtype)
         pre = K @ x + self.b.astype(dtype)
         return K.T @ (self.a.astype(dtype) * sigma(pre))
+
+    def _increment(self, x):
+        if self.symmetry is None:
+            return self._ridge(x)
+        features = self.symmetry.momentum_features if self._changes_q else self.symmetry.features
+        return invariant_gradient(features, x, self._ridge)
 
 
 class GradientLayerQ(_AbstractGradientLayer):
@@ -162,6 +172,11 @@ class GradientLayerQ(_AbstractGradientLayer):
     - `activation`: a callable or a name (`"tanh"`, `"sigmoid"`, …); default `jnp.tanh`.
     - `key`: a JAX PRNG key (keyword-only).
     - `dtype`: the parameter dtype; `None` means JAX's default float.
+    - `symmetry`: `None` (default) or a symmetry of `geomlearn.symmetries` (or its spec):
+      then $T(p) = \sum_i a_i \Sigma\big((K f(p) + b)_i\big)$ of the symmetry's
+      invariant `momentum_features` $f$ (`features` of $q$ for a P-layer), the increment
+      $Df^\top K^\top(a \odot \sigma(Kf + b))$, and the layer conserves the momentum
+      map for every parameter value; $K$ has one column per feature.
 
     **Call:** `layer(z, h=None)` with `z` of shape `(dim,)` and `h` an optional scalar step
     (the increment is multiplied by `h`). Returns an array of `z`'s shape and dtype.

@@ -236,9 +236,12 @@ class LinearActivationForm(_AbstractShearForm):
 
 
 class GradientShears(AbstractInferenceForm):
-    """`GSympNet.inference_form()`: a `GradientShearsForm`."""
+    """`GSympNet.inference_form()`: a `GradientShearsForm` (the model itself when it keeps
+    a symmetry: its shears differentiate through the invariant features)."""
 
     def of(self, model):
+        if model.group is not None:
+            return model
         layers = model.layers
         return GradientShearsForm(
             K=tuple(layer.K for layer in layers), a=tuple(layer.a for layer in layers),
@@ -248,9 +251,12 @@ class GradientShears(AbstractInferenceForm):
 
 
 class HenonLayers(AbstractInferenceForm):
-    """`HenonNet.inference_form()`: a `HenonForm`."""
+    """`HenonNet.inference_form()`: a `HenonForm` (the model itself when it keeps a
+    symmetry: its potentials are functions of the invariant features)."""
 
     def of(self, model):
+        if model.group is not None:
+            return model
         stack = model.layers
         return HenonForm(K=stack.K, a=stack.a, b=stack.b, eta=stack.eta,
                          activation=model.activation, dim=model.dim, symmetric=model.symmetric)

@@ -36,6 +36,7 @@ it trains from the identity — the start of a correction of a classical step
 (`geomlearn.models.corrected`). A Hénon layer moves states to first order by the flow of
 the even part $V(y) + V(-y - \eta)$ of its potential, constant for $b = \eta = 0$ and
 $\sigma$ = constant + odd: its offsets start at $b \sim \mathcal{N}(0, 1)$ instead.
+**Symmetries** (`symmetry=`, `GSympNet` and `HenonNet`): see `geomlearn.symmetries`.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from .._nn import scale_by_step
 from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_bool, check_even, check_int, float_dtype, step_size
 from ..layers.henon import HenonLayer
+from ..symmetries import AbstractSymmetry, resolve_symmetry
 from ..layers.sympnet import (
     ActivationLayerP,
     ActivationLayerQ,
@@ -82,6 +84,12 @@ def _zeroed(module: eqx.Module, *names: str) -> eqx.Module:
     shape and dtype: the output coefficients of a layer that starts as the identity."""
     return eqx.tree_at(lambda m: tuple(getattr(m, n) for n in names), module,
                        tuple(jnp.zeros_like(getattr(module, n)) for n in names))
+
+
+def _symmetry(value, dim: int) -> tuple[str | None, AbstractSymmetry | None]:
+    """`(spec, object)` of the `symmetry=` argument of a model on an even `dim`."""
+    group = resolve_symmetry(value, dim // 2)
+    return (None if group is None else group.spec), group
 
 
 def stacked_layers(make: Callable, n_layers: int, key: PRNGKeyArray, dtype) -> eqx.Module:
@@ -138,6 +146,10 @@ class GSympNet(AbstractSymmetrisableIntegrator):
       (see "Symmetric compositions" in the module documentation; default `False`).
     - `identity_init`: start as exactly the identity map, every layer's $a = 0$ (module
       documentation; default `False`).
+    - `symmetry`: `None` (default) or a symmetry of `geomlearn.symmetries` (or its spec
+      string): every potential is then a function of its invariant features, and the
+      model conserves its momentum map for every parameter value, `symmetric=True`
+      included. Stored as its `spec` in `symmetry`, the object in `group`.
     - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype.
 
     **Call:** `model(z, h=None)` on one point `(dim,)`; `model.inverse(z, h=None)` is the
@@ -160,6 +172,8 @@ class GSympNet(AbstractSymmetrisableIntegrator):
     init_upper: bool = eqx.field(static=True)
     symmetric: bool = eqx.field(static=True)
     identity_init: bool = eqx.field(static=True)
+    symmetry: str | None = eqx.field(static=True)
+    group: AbstractSymmetry | None = eqx.field(static=True)
 
     def __init__(
         self,
@@ -171,6 +185,7 @@ class GSympNet(AbstractSymmetrisableIntegrator):
         init_upper: bool = True,
         symmetric: bool = False,
         identity_init: bool = False,
+        symmetry: AbstractSymmetry | str | None = None,
         key: PRNGKeyArray,
         dtype=None,
     ):
@@ -182,10 +197,11 @@ class GSympNet(AbstractSymmetrisableIntegrator):
         self.init_upper = check_bool("init_upper", init_upper)
         self.symmetric = check_bool("symmetric", symmetric)
         self.identity_init = check_bool("identity_init", identity_init)
+        self.symmetry, self.group = _symmetry(symmetry, self.dim)
         keys = jax.random.split(key, self.n_layers)
         layers = tuple(
             alternate(GradientLayerQ, GradientLayerP, i, init_upper)(
-                self.dim, self.width, activation, key=k, dtype=dtype
+                self.dim, self.width, activation, key=k, dtype=dtype, symmetry=self.group
             )
             for i, k in enumerate(keys)
         )
@@ -355,6 +371,8 @@ class HenonNet(AbstractStackedSympNet):
     - `activation`: a callable or a name (default `jnp.tanh`; should be differentiable).
     - `symmetric`, `identity_init`: build the reversible composition; start as exactly
       the identity, $a = 0$ and $b \sim \mathcal{N}(0, 1)$ (module docs; defaults `False`).
+    - `symmetry`: `None` (default) or a symmetry of `geomlearn.symmetries`: its momentum
+      map is then conserved exactly; stored as for `GSympNet` (`symmetry`, `group`).
     - `key`: a JAX PRNG key (keyword-only); `dtype`: the parameter dtype.
 
     **Call:** `model(z, h=None)` on one point `(dim,)`; `model.inverse(z, h=None)` is the
@@ -377,6 +395,8 @@ class HenonNet(AbstractStackedSympNet):
     activation: Callable | str = eqx.field(static=True)
     symmetric: bool = eqx.field(static=True)
     identity_init: bool = eqx.field(static=True)
+    symmetry: str | None = eqx.field(static=True)
+    group: AbstractSymmetry | None = eqx.field(static=True)
 
     def __init__(
         self,
@@ -387,16 +407,19 @@ class HenonNet(AbstractStackedSympNet):
         activation: Callable | str = jnp.tanh,
         symmetric: bool = False,
         identity_init: bool = False,
+        symmetry: AbstractSymmetry | str | None = None,
         key: PRNGKeyArray,
         dtype=None,
     ):
         self.dim, self.n_layers, self.width, self.activation, self.symmetric = stack_options(
             dim, n_layers, width, activation, symmetric)
         self.identity_init = check_bool("identity_init", identity_init)
+        self.symmetry, self.group = _symmetry(symmetry, self.dim)
         if self.identity_init:
             key, offset_key = jax.random.split(key)
         layers = stacked_layers(
-            lambda k, dt: HenonLayer(self.dim, self.width, activation, key=k, dtype=dt), self.n_layers, key, dtype)
+            lambda k, dt: HenonLayer(self.dim, self.width, activation, key=k, dtype=dt, symmetry=self.group),
+            self.n_layers, key, dtype)
         if self.identity_init:  # a = 0: the identity; b drawn: a non-zero gradient there
             b = jax.random.normal(offset_key, layers.b.shape, layers.b.dtype)
             layers = eqx.tree_at(lambda m: (m.a, m.b), layers, (jnp.zeros_like(layers.a), b))

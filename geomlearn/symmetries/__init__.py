@@ -1,0 +1,25 @@
+r"""Continuous symmetries kept exactly by symplectic networks (Noether's theorem).
+
+A symmetry is an option object passed as `symmetry=` to `GSympNet` and `HenonNet`
+(or as its `spec` string): every potential of the network then depends on the state
+only through the symmetry's invariant features, so the network commutes with the group
+and conserves its momentum map for every parameter value.
+
+| object | group | momentum map |
+|---|---|---|
+| `Translation(axes, particle_dim=None)` | shifts along `axes` | total momentum along them |
+| `Rotation(plane=(i, j), particle_dim=None)` | rotations in one plane | angular momentum in it |
+| `Rotation3()` | rotations of 3-D particles | the angular-momentum vector |
+"""
+
+from ._base import AbstractSymmetry, invariant_gradient
+from ._groups import Rotation, Rotation3, Translation, resolve_symmetry
+
+__all__ = [
+    "AbstractSymmetry",
+    "Translation",
+    "Rotation",
+    "Rotation3",
+    "resolve_symmetry",
+    "invariant_gradient",
+]
