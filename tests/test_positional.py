@@ -240,7 +240,7 @@ def _exact_reference_rows(rows, d, base=10000.0):
     rest = half_pi - Decimal(float(p1))
     p2 = ld(math.ldexp(math.floor(math.ldexp(float(rest), 60)), -60))
     p3 = ld(float(rest - Decimal(float(p2))))
-    from geomlearn.layers.positional import _frequencies  # the definition of the table
+    from geomlearn.layers.positional import angular_frequencies as _frequencies  # the definition of the table
 
     w = np.repeat(_frequencies(d, base), 2)[:d]
     w_hi = np.array([math.ldexp(math.floor(math.ldexp(v, 31 - math.frexp(v)[1])), math.frexp(v)[1] - 31) for v in w])
@@ -272,7 +272,7 @@ def test_frequencies_and_constants_are_the_documented_ones():
     from geomlearn.layers import positional as P
 
     d = 256
-    w = P._frequencies(d, 10000.0)
+    w = P.angular_frequencies(d, 10000.0)
     indep = np.array([math.exp(-math.log(10000.0) * 2 * j / d) for j in range((d + 1) // 2)])
     # exp(log(base) * x) amplifies the rounding of its argument: a few ulp apart at most
     np.testing.assert_allclose(w, indep, rtol=4e-15, atol=0)
@@ -281,7 +281,7 @@ def test_frequencies_and_constants_are_the_documented_ones():
 
     getcontext().prec = 60
     two_over_pi = Decimal(2) / Decimal(_PI_DIGITS)
-    assert abs(Decimal(P._two_over_pi_fixed(180)) / Decimal(2**180) - two_over_pi) < Decimal(2) ** -178
+    assert abs(Decimal(P.two_over_pi_fixed(180)) / Decimal(2**180) - two_over_pi) < Decimal(2) ** -178
 
 
 @needs_long_double
@@ -289,7 +289,7 @@ def test_reference_is_accurate_on_a_corner():
     """The test's reference against Python's math on small angles (where the float64
     product t*w is exact enough): a check of the checker."""
     ref = _exact_reference_rows([0, 1, 7, 300], 6)
-    from geomlearn.layers.positional import _frequencies
+    from geomlearn.layers.positional import angular_frequencies as _frequencies
 
     w = _frequencies(6, 10000.0)
     for i, t in enumerate([0, 1, 7, 300]):
@@ -329,7 +329,7 @@ def test_float64_angle_product_would_fail_at_long_lengths():
     violates the 1-ulp contract at T = 100,000 (the rounding of the angle alone is up to
     7e-12 rad), while the library's table passes on the same rows."""
     T, d = 100_000, 256
-    from geomlearn.layers.positional import _frequencies
+    from geomlearn.layers.positional import angular_frequencies as _frequencies
 
     P32 = np.asarray(positional_encoding(T, d, dtype=jnp.float32))
     rows = np.unique(np.argsort(np.abs(P32).min(axis=1))[:500])  # the smallest entries

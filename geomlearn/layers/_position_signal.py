@@ -16,7 +16,8 @@ signal keeps the model's structure (symplectic or volume-preserving) exactly:
 | `"split-amplitude"` | `PositionSplitAmplitude()` | one step per triangular half of a unit (VPT only) |
 
 Here $e_t \in \mathbb{R}^2$ are the centred features $(\sin t, \cos t) - \text{mean}$ of
-the window's rows and the gains $G$, $g$ start at zero, so that at initialisation the
+the window's rows ($t$ the row index, or the row's real time when the model is called
+with `times`; every table is then evaluated at the times) and the gains $G$, $g$ start at zero, so that at initialisation the
 model is the one without a signal. A row-dependent bias keeps a gradient layer the
 gradient of a potential and a triangular shear unit triangular; a row-dependent step
 scales a potential or a shear by a number. `True` means the family's default
@@ -47,6 +48,7 @@ import numpy as np
 from .._activations import resolve_activation
 from .positional import PositionalEncoding
 from .positional import positional_encoding as _position_table
+from ._real_angles import table_at_times
 
 __all__ = [
     "AbstractPositionSignal",
@@ -85,23 +87,28 @@ def _short_base(m: int) -> float:
     return float(2.0 ** (m / 2.0))
 
 
-def _position_features(T: int, dtype, m: int):
-    r"""The features $e_t \in \mathbb{R}^m$ of the rows $t = 0, \dots, T-1$, `(T, m)`:
-    the table with frequencies $2^{-j}$, centred over the window (the constant part of a
-    bias is the layer's own $b$; centring keeps the gains from duplicating it)."""
-    E = _position_table(T, m, dtype=dtype, base=_short_base(m))
+def _position_features(T: int, dtype, m: int, times=None):
+    r"""The features $e_t \in \mathbb{R}^m$ of the rows $t = 0, \dots, T-1$ (or of the
+    real `times` `(T,)` of the rows), `(T, m)`: the table with frequencies $2^{-j}$,
+    centred over the window (the constant part of a bias is the layer's own $b$;
+    centring keeps the gains from duplicating it)."""
+    if times is None:
+        E = _position_table(T, m, dtype=dtype, base=_short_base(m))
+    else:
+        E = table_at_times(times, m, _short_base(m), dtype)
     return E - jnp.mean(E, axis=0, keepdims=True)
 
 
-def position_bias(gain, T: int):
-    r"""The per-row bias $c_t = G e_t$, `(T, rows)`, of a gain `(rows, m)`, in its dtype."""
-    E = _position_features(T, gain.dtype, gain.shape[-1])
+def position_bias(gain, T: int, times=None):
+    r"""The per-row bias $c_t = G e_t$, `(T, rows)`, of a gain `(rows, m)`, in its dtype
+    (the features of the rows' `times` when given)."""
+    E = _position_features(T, gain.dtype, gain.shape[-1], times)
     return E @ gain.T
 
 
-def position_amplitude(gain, T: int):
+def position_amplitude(gain, T: int, times=None):
     r"""The per-row step $h_t = 1 + g^\top e_t$, `(T,)`, of a gain `(1, m)`, in its dtype."""
-    return 1 + position_bias(gain, T)[:, 0]
+    return 1 + position_bias(gain, T, times)[:, 0]
 
 
 def gradient_layer_with_bias(layer, z, c, h=None):
@@ -186,23 +193,25 @@ class AbstractPositionSignal(eqx.Module):
         signal without gains."""
 
     @abc.abstractmethod
-    def row_terms(self, gains, slots: tuple[RowSlot, ...], T: int) -> tuple[RowTerms, ...]:
-        """What enters each slot on the `T` rows of a window, from `init`'s gains."""
+    def row_terms(self, gains, slots: tuple[RowSlot, ...], T: int,
+                  times=None) -> tuple[RowTerms, ...]:
+        """What enters each slot on the `T` rows of a window, from `init`'s gains (at
+        the rows' real `times` `(T,)` when given, else at the row indices)."""
 
     @abc.abstractmethod
-    def encode(self, encoder, Z):
+    def encode(self, encoder, Z, times=None):
         """The window in front of the model's map (the translation, if any)."""
 
     @abc.abstractmethod
-    def decode(self, encoder, Y):
+    def decode(self, encoder, Y, times=None):
         """The window behind the model's map (the translation back, if any)."""
 
     @abc.abstractmethod
-    def undo_encode(self, encoder, Z):
+    def undo_encode(self, encoder, Z, times=None):
         """The inverse of `encode`."""
 
     @abc.abstractmethod
-    def undo_decode(self, encoder, Y):
+    def undo_decode(self, encoder, Y, times=None):
         """The inverse of `decode`."""
 
 
@@ -212,16 +221,16 @@ class _AbstractRowSignal(AbstractPositionSignal):
     def encoder(self, dim: int) -> None:
         return None
 
-    def encode(self, encoder, Z):
+    def encode(self, encoder, Z, times=None):
         return Z
 
-    def decode(self, encoder, Y):
+    def decode(self, encoder, Y, times=None):
         return Y
 
-    def undo_encode(self, encoder, Z):
+    def undo_encode(self, encoder, Z, times=None):
         return Z
 
-    def undo_decode(self, encoder, Y):
+    def undo_decode(self, encoder, Y, times=None):
         return Y
 
 
@@ -231,7 +240,7 @@ class _AbstractTranslation(AbstractPositionSignal):
     def init(self, slots, dtype) -> None:
         return None
 
-    def row_terms(self, gains, slots, T):
+    def row_terms(self, gains, slots, T, times=None):
         return _no_terms(slots)
 
 
@@ -243,7 +252,7 @@ class NoSignal(_AbstractRowSignal):
     def init(self, slots, dtype) -> None:
         return None
 
-    def row_terms(self, gains, slots, T):
+    def row_terms(self, gains, slots, T, times=None):
         return _no_terms(slots)
 
 
@@ -276,10 +285,10 @@ class AbstractPositionBias(_AbstractRowSignal):
                        self.features), dtype)
             for i in self._chosen(slots))
 
-    def row_terms(self, gains, slots, T):
+    def row_terms(self, gains, slots, T, times=None):
         terms = list(_no_terms(slots))
         for i, gain in zip(self._chosen(slots), gains):
-            C = position_bias(gain, T)
+            C = position_bias(gain, T, times)
             terms[i] = RowTerms(shift=C) if self._shifts(slots[i]) else RowTerms(bias=C)
         return tuple(terms)
 
@@ -306,9 +315,9 @@ class PositionAmplitude(_AbstractRowSignal):
     def init(self, slots, dtype):
         return tuple(jnp.zeros((1, N_POSITION_FEATURES), dtype) for s in slots if s.steps)
 
-    def row_terms(self, gains, slots, T):
+    def row_terms(self, gains, slots, T, times=None):
         steps = iter(gains)
-        return tuple(RowTerms(step=position_amplitude(next(steps), T)) if s.steps
+        return tuple(RowTerms(step=position_amplitude(next(steps), T, times)) if s.steps
                      else RowTerms() for s in slots)
 
 
@@ -331,11 +340,19 @@ class PositionSplitAmplitude(_AbstractRowSignal):
         return tuple(jnp.zeros((1, N_POSITION_FEATURES), dtype)
                      for _ in self._units(slots) for _half in range(2))
 
-    def row_terms(self, gains, slots, T):
+    def row_terms(self, gains, slots, T, times=None):
         index = {u: 2 * k for k, u in enumerate(self._units(slots))}
         return tuple(
-            RowTerms(step=position_amplitude(gains[index[s.unit] + (not s.lower)], T))
+            RowTerms(step=position_amplitude(gains[index[s.unit] + (not s.lower)], T, times))
             if s.steps else RowTerms() for s in slots)
+
+
+def _table_of(encoder: PositionalEncoding, Z, times):
+    """The table `encoder(Z, times)` adds (rows `0..T-1` or the real `times`), in `Z`'s
+    dtype, rounded once."""
+    if times is None:
+        return _position_table(Z.shape[0], encoder.dim, dtype=Z.dtype)
+    return table_at_times(times, encoder.dim, encoder.base, Z.dtype)
 
 
 class InputTable(_AbstractTranslation):
@@ -346,17 +363,17 @@ class InputTable(_AbstractTranslation):
     def encoder(self, dim: int) -> PositionalEncoding:
         return PositionalEncoding(dim)
 
-    def encode(self, encoder, Z):
-        return encoder(Z)
+    def encode(self, encoder, Z, times=None):
+        return encoder(Z, times)
 
-    def decode(self, encoder, Y):
+    def decode(self, encoder, Y, times=None):
         return Y
 
-    def undo_encode(self, encoder, Z):
+    def undo_encode(self, encoder, Z, times=None):
         # The same float64 table, rounded once to Z's dtype, that the encoding added.
-        return Z - _position_table(Z.shape[0], encoder.dim, dtype=Z.dtype)
+        return Z - _table_of(encoder, Z, times)
 
-    def undo_decode(self, encoder, Y):
+    def undo_decode(self, encoder, Y, times=None):
         return Y
 
 
@@ -369,16 +386,16 @@ class ScaledTable(_AbstractTranslation):
     def encoder(self, dim: int) -> PositionalEncoding:
         return PositionalEncoding(dim, base=_short_base(dim))
 
-    def encode(self, encoder, Z):
-        return Z + jnp.asarray(SCALED_AMPLITUDE, Z.dtype) * encoder(jnp.zeros_like(Z))
+    def encode(self, encoder, Z, times=None):
+        return Z + jnp.asarray(SCALED_AMPLITUDE, Z.dtype) * encoder(jnp.zeros_like(Z), times)
 
-    def decode(self, encoder, Y):
+    def decode(self, encoder, Y, times=None):
         return Y
 
-    def undo_encode(self, encoder, Z):
-        return Z - self.encode(encoder, jnp.zeros_like(Z))
+    def undo_encode(self, encoder, Z, times=None):
+        return Z - self.encode(encoder, jnp.zeros_like(Z), times)
 
-    def undo_decode(self, encoder, Y):
+    def undo_decode(self, encoder, Y, times=None):
         return Y
 
 
@@ -390,18 +407,18 @@ class Conjugate(_AbstractTranslation):
     def encoder(self, dim: int) -> PositionalEncoding:
         return PositionalEncoding(dim)
 
-    def encode(self, encoder, Z):
-        return encoder(Z)
+    def encode(self, encoder, Z, times=None):
+        return encoder(Z, times)
 
-    def decode(self, encoder, Y):
+    def decode(self, encoder, Y, times=None):
         # The same table, rounded once to Y's dtype.
-        return Y - _position_table(Y.shape[0], encoder.dim, dtype=Y.dtype)
+        return Y - _table_of(encoder, Y, times)
 
-    def undo_encode(self, encoder, Z):
-        return Z - _position_table(Z.shape[0], encoder.dim, dtype=Z.dtype)
+    def undo_encode(self, encoder, Z, times=None):
+        return Z - _table_of(encoder, Z, times)
 
-    def undo_decode(self, encoder, Y):
-        return encoder(Y)
+    def undo_decode(self, encoder, Y, times=None):
+        return encoder(Y, times)
 
 
 #: The shorthands `positional_encoding` accepts, in the order of the error message.

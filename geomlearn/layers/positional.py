@@ -40,17 +40,18 @@ are computed by the same algorithm in NumPy and embedded as constants.
 from __future__ import annotations
 
 import functools
-import math
 import numbers
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from .._typing import Array, Float
 from .._validation import check_int
+from ._angle_reduction import angular_frequencies, quadrant_table, reduce_angles
+from ._angle_reduction import two_over_pi_fixed  # noqa: F401  (the constants' home is here)
+from ._real_angles import add_table_at_times, check_times, table_at_times
 
 __all__ = ["PositionalEncoding", "positional_encoding"]
 
@@ -58,11 +59,6 @@ __all__ = ["PositionalEncoding", "positional_encoding"]
 # in the program as a constant (at most 256 KiB in float64); larger ones are computed in
 # the program (from O(dim) constants) on the device of the input.
 _SMALL_TABLE = 1 << 14
-
-_LIMB_BITS = 12
-_LIMB = 1 << _LIMB_BITS
-# Bits of precision asked of the reduced angle, relative to the smallest nonzero angle.
-_GUARD_BITS = {np.dtype(np.float32): 60, np.dtype(np.float64): 96}
 
 
 def _check_base(base) -> float:
@@ -74,214 +70,10 @@ def _check_base(base) -> float:
     return base
 
 
-def _frequencies(dim: int, base: float) -> np.ndarray:
-    r"""The float64 angular frequencies $\hat\omega_j$ = `base ** (-2j / dim)`,
-    $j = 0, \dots, \lceil d/2 \rceil - 1$ (the definition of the table)."""
-    j2 = np.arange(0, dim, 2, dtype=np.float64)
-    return np.float64(base) ** (-j2 / dim)
-
-
-# ---------------------------------------------------------------------------------------
-# Constants: 2/pi and pi/2 in fixed point (Python integers), limbs of the frequencies
-
-
-def _arctan_inverse(x: int, one: int) -> int:
-    """`arctan(1/x) * one` in fixed point (Taylor series, integer arithmetic)."""
-    total, power, k, sign = 0, one // x, 1, 1
-    x2 = x * x
-    while power:
-        total += sign * (power // k)
-        power //= x2
-        k += 2
-        sign = -sign
-    return total
-
-
-@functools.lru_cache(maxsize=None)
-def _pi_fixed(bits: int) -> int:
-    r"""$\lfloor \pi\, 2^{\text{bits}} \rceil$ (to within a few units) by Machin's formula
-    $\pi = 16 \arctan\tfrac15 - 4 \arctan\tfrac1{239}$."""
-    guard = 32
-    one = 1 << (bits + guard)
-    pi = 16 * _arctan_inverse(5, one) - 4 * _arctan_inverse(239, one)
-    return pi >> guard
-
-
-@functools.lru_cache(maxsize=None)
-def _two_over_pi_fixed(bits: int) -> int:
-    r"""$\lfloor (2/\pi)\, 2^{\text{bits}} \rfloor$ (to within a unit)."""
-    guard = 64
-    return (1 << (2 * (bits + guard) + 1)) // _pi_fixed(bits + guard) >> guard
-
-
-@functools.lru_cache(maxsize=64)
-def _quarter_turn_limbs(seq_length: int, dim: int, base: float, work: str):
-    r"""`(A, K, F)`: `A` 12-bit chunks of a position $t < $ `seq_length`, and the limbs
-    `F` `(K + 1, J)` int32 of $\varphi_j = \hat\omega_j \cdot 2/\pi \bmod 4$ with $K$ even,
-    $\varphi_j \approx \sum_k F_{kj} 4096^{-k}$ (truncated)."""
-    omega = _frequencies(dim, base)
-    t_bits = max(1, int(seq_length - 1).bit_length())
-    n_chunks = -(-t_bits // _LIMB_BITS)
-    # Smallest nonzero quarter-turn count, to scale the precision asked for.
-    positive = omega[omega > 0]
-    phi_min = float(positive.min()) * 2 / math.pi if positive.size else 1.0
-    small = max(0, math.ceil(-math.log2(phi_min))) if phi_min > 0 else 0
-    bits = t_bits + _GUARD_BITS[np.dtype(work)] + small
-    K = -(-bits // _LIMB_BITS)
-    K += K % 2  # limbs are paired into 24-bit words later
-    frac_bits = _LIMB_BITS * K
-    top = max(0, max((math.frexp(float(w))[1] for w in omega), default=0))
-    n_bits = frac_bits + top + 64
-    two_over_pi = _two_over_pi_fixed(n_bits)
-    F = np.zeros((K + 1, omega.size), dtype=np.int64)
-    modulus = (4 << frac_bits) - 1
-    for j, w in enumerate(omega):
-        num, den = float(w).as_integer_ratio()  # den is a power of two
-        shift = n_bits + den.bit_length() - 1 - frac_bits
-        phi = ((num * two_over_pi) >> shift) & modulus  # phi * 4096^K mod 4 * 4096^K
-        for k in range(K + 1):
-            F[k, j] = (phi >> (_LIMB_BITS * (K - k))) & (_LIMB - 1)
-    return n_chunks, K, F.astype(np.int32)
-
-
-@functools.lru_cache(maxsize=None)
-def _half_pi_pieces(work: str) -> tuple[float, float, float]:
-    r"""$\pi/2 = P_1 + P_2 + P_3$ with $P_1, P_2$ of `s` significant bits each (12 for
-    float32 work, 26 for float64) and $P_3$ the rest rounded to the work dtype."""
-    s = 12 if np.dtype(work) == np.float32 else 26
-    bits = 3 * s + 80
-    half_pi = _pi_fixed(bits) >> 1  # pi/2 * 2^bits, and pi/2 is in [1, 2)
-    cut1, cut2 = bits - (s - 1), bits - (2 * s - 1)
-    p1 = (half_pi >> cut1) << cut1
-    p2 = ((half_pi - p1) >> cut2) << cut2
-    p3 = half_pi - p1 - p2
-    dt = np.dtype(work).type
-    return dt(math.ldexp(p1, -bits)), dt(math.ldexp(p2, -bits)), dt(math.ldexp(p3, -bits))
-
-
-# ---------------------------------------------------------------------------------------
-# The algorithm, written once for NumPy (`xp=np`) and for traced JAX (`xp=jnp`)
-
-
-def _mask_high(x, work: np.dtype, xp):
-    """`x` with its low mantissa bits cleared: 12 significant bits left for float32,
-    27 for float64 (the rest, `x - result`, is then exact and short)."""
-    if work == np.float32:
-        utype, mask = np.uint32, np.uint32(0xFFFFF000)
-    else:
-        utype, mask = np.uint64, np.uint64(0xFFFFFFFFFC000000)
-    if xp is np:
-        return (x.view(utype) & mask).view(work)
-    return lax.bitcast_convert_type(lax.bitcast_convert_type(x, utype) & mask, work)
-
-
-def _fast_two_sum(a, b):
-    """`(s, e)` with `s + e = a + b` exactly, for `|a| >= |b|` (or `a = 0`)."""
-    s = a + b
-    return s, b - (s - a)
-
-
-def _reduce(seq_length: int, dim: int, base: float, work: np.dtype, xp):
-    r"""Quadrant `n` (int) and $r = (r_h, r_\ell)$ in `work`, all `(T, dim)`, with
-    $t\hat\omega_j + (c \bmod 2)\,\pi/2 = n\pi/2 + r$ (mod $2\pi$) for column $c$,
-    $j = \lfloor c/2 \rfloor$, $|r| \le \pi/4$ (steps 2 and 3 of the module
-    documentation): entry $(t, c)$ of the table is then $\sin(n\pi/2 + r)$."""
-    A, K, F = _quarter_turn_limbs(seq_length, dim, base, np.dtype(work).name)
-    itype = np.int32
-    if xp is np:
-        t = np.arange(seq_length, dtype=itype)[:, None]
-    else:
-        t = lax.broadcasted_iota(itype, (seq_length, 1), 0)
-    chunks = [(t >> (_LIMB_BITS * a)) & (_LIMB - 1) for a in range(A)]
-    # One column per output column: frequency j = c // 2, and a quarter-turn phase c % 2
-    # (cos = sin shifted by one quadrant). Computing on the (T, dim) grid directly keeps
-    # the whole table one elementwise kernel (no interleaving of a sine and a cosine table,
-    # which XLA would evaluate by recomputing the reduction for each).
-    columns = np.arange(dim) // 2
-    F = [xp.asarray(F[k][columns][None, :]) for k in range(K + 1)]
-    phase = xp.asarray((np.arange(dim, dtype=itype) % 2)[None, :])
-    # limb m collects t_a F_{m+a}: the terms with a > m + ... are multiples of 4096 >= 4
-    L = []
-    for m in range(K + 1):
-        acc = None
-        for a in range(A):
-            if m + a <= K:
-                term = chunks[a] * F[m + a]
-                acc = term if acc is None else acc + term
-        L.append(acc)
-    for m in range(K, 0, -1):  # carries (all limbs are non-negative)
-        L[m - 1] = L[m - 1] + (L[m] >> _LIMB_BITS)
-        L[m] = L[m] & (_LIMB - 1)
-    half = L[1] >> (_LIMB_BITS - 1)  # 1 where the fraction is >= 1/2
-    n = (L[0] + half + phase) & 3
-    # |x|: the fraction f, or 1 - f where f >= 1/2 (limbwise complement, then carries)
-    G = [None] + [(_LIMB - 1) - L[m] for m in range(1, K)] + [_LIMB - L[K]]
-    for m in range(K, 1, -1):
-        G[m - 1] = G[m - 1] + (G[m] >> _LIMB_BITS)
-        G[m] = G[m] & (_LIMB - 1)
-    neg = half == 1
-    mag = [None] + [xp.where(neg, G[m], L[m]) for m in range(1, K + 1)]
-    # 24-bit words, exact in the work dtype; Horner with error-free sums (step 3)
-    words = [
-        ((mag[2 * i - 1] << _LIMB_BITS) | mag[2 * i]).astype(work) for i in range(1, K // 2 + 1)
-    ]
-    scale = work.type(2.0**-24)
-    h, l = words[-1], xp.zeros_like(words[-1])
-    for w in reversed(words[:-1]):
-        h, e = _fast_two_sum(w, h * scale)
-        l = e + l * scale
-        h, l = _fast_two_sum(h, l)
-    h, l = h * scale, l * scale  # x = h + l in [0, 1/2]
-    # r = x * pi / 2 with an error-free leading product
-    p1, p2, p3 = _half_pi_pieces(work.name)
-    h1 = _mask_high(h, work, xp)
-    h2 = h - h1
-    lead = h1 * p1
-    rest = (h1 * p2 + h2 * p1) + (h2 * p2 + (h * p3 + l * (p1 + p2)))
-    rh, rl = _fast_two_sum(lead, rest)
-    sign = xp.where(neg, work.type(-1.0), work.type(1.0))
-    return n, rh * sign, rl * sign
-
-
-def _sin_cos_float32(rh, rl, one, xp):
-    r"""$(\sin r, \cos r)$ in float32 for $r = r_h + r_\ell$, $|r| \le \pi/4$ (step 4);
-    `one` is an array of ones (see below)."""
-    f = np.float32
-    r1 = _mask_high(rh, np.dtype(np.float32), xp)
-    r2 = rh - r1
-    # r^2 = s + e: the leading part from exact products of the 12-bit halves only, so a
-    # backend that contracts a multiply and an add into an FMA computes the same numbers
-    # (an error-free product written as `rh * rh - s` would not survive that).
-    s, e = _fast_two_sum(r1 * r1, f(2.0) * (r1 * r2))
-    e = e + (r2 * r2 + f(2.0) * (rh * rl))
-    # cos r = 1 - r^2/2 + r^4/24 - ...
-    w = s * s * (f(1 / 24) + s * (f(-1 / 720) + s * (f(1 / 40320) + s * f(-1 / 3628800))))
-    # XLA folds `(1 + b) - 1` to `b` (constants are reassociated), which would erase the
-    # error term: the 1 is therefore an array the compiler cannot prove constant.
-    ch, cl = _fast_two_sum(one, s * f(-0.5))
-    cos = ch + (cl + (e * f(-0.5) + w))
-    # sin r = r - r^3/6 + r^5/120 - ...
-    tail = rh * s * s * (f(1 / 120) + s * (f(-1 / 5040) + s * (f(1 / 362880) + s * f(-1 / 39916800))))
-    cube = (rh * s + (rh * e + rl * s)) * f(-1 / 6)
-    sh, sl = _fast_two_sum(rh, cube)
-    sin = sh + (sl + (rl + tail))
-    return sin, cos
-
-
-def _sin_cos_float64(rh, rl, one, xp):
-    """$(\\sin r, \\cos r)$ in float64 from the backend's float64 `sin` and `cos`."""
-    s, c = xp.sin(rh), xp.cos(rh)
-    return s + rl * c, c - rl * s
-
-
 def _table(seq_length: int, dim: int, base: float, work: np.dtype, xp):
     """The `(T, dim)` table in `work` (float32 or float64), computed with `xp`."""
-    n, rh, rl = _reduce(seq_length, dim, base, work, xp)
-    one = (n >= 0).astype(work)  # ones, not a compile-time constant (see _sin_cos_float32)
-    sin_r, cos_r = (_sin_cos_float32 if work == np.float32 else _sin_cos_float64)(rh, rl, one, xp)
-
-    value = xp.where((n & 1) == 1, cos_r, sin_r)  # sin(n pi/2 + r)
-    return xp.where((n & 2) == 2, -value, value)
+    n, rh, rl = reduce_angles(seq_length, dim, base, work, xp)
+    return quadrant_table(n, rh, rl, work, xp)
 
 
 def _is_small(seq_length: int, dim: int) -> bool:
@@ -417,7 +209,9 @@ class PositionalEncoding(eqx.Module):
         self.dim = check_int("dim", dim, minimum=1)
         self.base = _check_base(base)
 
-    def __call__(self, x: Float[Array, "... T dim"]) -> Float[Array, "... T dim"]:
+    def __call__(
+        self, x: Float[Array, "... T dim"], times: Float[Array, " T"] | None = None
+    ) -> Float[Array, "... T dim"]:
         shape = jnp.shape(x)
         if len(shape) < 2:
             raise ValueError(
@@ -432,6 +226,9 @@ class PositionalEncoding(eqx.Module):
         dtype = jnp.result_type(x)
         if not jnp.issubdtype(dtype, jnp.floating):
             raise TypeError(f"PositionalEncoding expects a floating-point input, got {dtype}")
+        if times is not None:
+            check_times(times, shape[-2], "PositionalEncoding")
+            return add_table_at_times(x, times, dim=self.dim, base=self.base)
         if not _is_small(shape[-2], self.dim):
             return _add_traced_table(x, dim=self.dim, base=self.base)
         # A NumPy constant of the input's dtype: added by the same computation, so the
@@ -439,6 +236,15 @@ class PositionalEncoding(eqx.Module):
         table = _small_table(shape[-2], self.dim, self.base).astype(dtype)
         # Explicit rank match for the leading axes (no implicit rank promotion).
         return x + table.reshape((1,) * (len(shape) - 2) + table.shape)
+
+    def table(self, x: Float[Array, "... T dim"], times: Float[Array, " T"] | None = None):
+        """The table `P` that `self(x, times)` adds, `(T, dim)` in `x`'s dtype (the same
+        numbers: `self(x, times) - x` up to the rounding of the sum)."""
+        T, dtype = jnp.shape(x)[-2], jnp.result_type(x)
+        if times is None:
+            return positional_encoding(T, self.dim, dtype=dtype, base=self.base)
+        check_times(times, T, "PositionalEncoding")
+        return table_at_times(times, self.dim, self.base, dtype)
 
     def __repr__(self) -> str:
         return f"PositionalEncoding(dim={self.dim}, base={self.base})"

@@ -30,22 +30,23 @@ def signal_slots(ff) -> tuple[RowSlot, ...]:
                  for layer in ff.layers)
 
 
-def _row_terms(ff, signal: AbstractPositionSignal, gains, T: int, dtype):
+def _row_terms(ff, signal: AbstractPositionSignal, gains, T: int, dtype, times=None):
     """`(biases, steps)` of every layer of `ff` on `T` rows (`None` where none), in
-    `dtype`."""
-    terms = signal.row_terms(gains, signal_slots(ff), T)
+    `dtype`, at the rows' real `times` when given."""
+    terms = signal.row_terms(gains, signal_slots(ff), T, times)
     cast = lambda x: None if x is None else x.astype(dtype)  # noqa: E731
     return [cast(t.bias) for t in terms], [cast(t.step) for t in terms]
 
 
-def feedforward_with_position(ff, Z, gains, signal: AbstractPositionSignal):
+def feedforward_with_position(ff, Z, gains, signal: AbstractPositionSignal, times=None):
     r"""`ff` on a window `(T, d)` with the position signal's terms from `gains`: a bias
     $x_t \mapsto x_t + \sigma(W x_t + b + c_t)$ or a step
     $x_t \mapsto x_t + h_t\,\sigma(W x_t + b)$. $W$ is strictly triangular, so every
     row's Jacobian is still unit triangular: the volume is preserved for every parameter
-    value. Runs of linear layers are composed into one affine map, as in `ff` itself."""
+    value. Runs of linear layers are composed into one affine map, as in `ff` itself.
+    `times`: the rows' real times the terms are evaluated at (`None`: the indices)."""
     dtype = Z.dtype
-    biases, steps = _row_terms(ff, signal, gains, Z.shape[0], dtype)
+    biases, steps = _row_terms(ff, signal, gains, Z.shape[0], dtype, times)
     affine = None
     for layer, bias, step in zip(ff.layers, biases, steps):
         if layer.activation is None:  # runs of linear layers: one affine map, as in `ff`
@@ -69,10 +70,11 @@ def feedforward_with_position(ff, Z, gains, signal: AbstractPositionSignal):
     return Z
 
 
-def feedforward_inverse_with_position(ff, Y, gains, signal: AbstractPositionSignal):
+def feedforward_inverse_with_position(ff, Y, gains, signal: AbstractPositionSignal,
+                                      times=None):
     """The exact inverse of `feedforward_with_position`: each layer is inverted row by row
     with its bias `b + c_t` or its step `h_t` (substitution, as `layer.inverse`)."""
-    biases, steps = _row_terms(ff, signal, gains, Y.shape[0], Y.dtype)
+    biases, steps = _row_terms(ff, signal, gains, Y.shape[0], Y.dtype, times)
     for layer, bias, step in reversed(tuple(zip(ff.layers, biases, steps))):
         if step is not None:
             Y = jax.vmap(layer.inverse)(Y, step)  # the step scales the increment

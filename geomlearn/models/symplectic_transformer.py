@@ -39,6 +39,7 @@ from ..layers._position_signal import (
     gradient_layer_with_bias,
     resolve_position_signal,
 )
+from ..layers._real_angles import check_times
 from ..layers.attention import (
     LinearSymplecticAttentionP,
     LinearSymplecticAttentionQ,
@@ -193,14 +194,22 @@ class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
         return tuple(RowSlot(unit=u, width=self.width, argument=self.dim // 2)
                      for u in range(self.L) for _ in range(2 * self.n_sympnet))
 
-    def __call__(self, Z: Float[Array, "T dim"]) -> Float[Array, "T dim"]:
+    def __call__(
+        self, Z: Float[Array, "T dim"], times: Float[Array, " T"] | None = None
+    ) -> Float[Array, "T dim"]:
+        """The window map; `times` `(T,)`, strictly increasing real times of the rows, are
+        what the position signal reads instead of the row indices (structure unchanged:
+        the signal's terms depend on the times, never on the state)."""
         self.check_window(Z)
-        Z = self.signal.encode(self.encoder, Z)
-        terms = iter(self.signal.row_terms(self.position_gains, self._slots(), Z.shape[0]))
+        if times is not None:
+            check_times(times, Z.shape[0], type(self).__name__)
+        Z = self.signal.encode(self.encoder, Z, times)
+        terms = iter(self.signal.row_terms(self.position_gains, self._slots(), Z.shape[0],
+                                           times))
         for layer in self.layers:  # a short fixed stack of different layers
             # attention acts on the whole window, a gradient layer on every row
             Z = _gradient_rows(layer, Z, next(terms)) if _is_gradient_layer(layer) else layer(Z)
-        return self.signal.decode(self.encoder, Z)
+        return self.signal.decode(self.encoder, Z, times)
 
 
 class LinearSymplecticTransformer(AbstractSymplecticTransformer):

@@ -42,6 +42,7 @@ from ..layers._position_signal import (
     resnet_layer_with_bias,
     resolve_position_signal,
 )
+from ..layers._real_angles import check_times
 from ..layers.attention import MultiHeadAttention
 from ..layers.positional import PositionalEncoding
 from ..layers.resnet import ResNetLayer
@@ -128,7 +129,7 @@ class Transformer(AbstractTransformerIntegrator):
       `"scaled"`, `"conjugate"`) or a signal object; the model stores the resolved name.
     - `key`: a JAX PRNG key (keyword-only); `dtype`: parameter dtype (`None`: default).
 
-    **Call:** a window `Z` of shape `(T, dim)`, any `T`; returns `(T, dim)` in `Z`'s dtype.
+    **Call:** `model(Z, times=None)`: `(T, dim)` in `Z`'s dtype; the signal reads `times`.
 
     ```python
     model = Transformer(4, n_heads=2, L=1, n_blocks=2, key=jax.random.PRNGKey(0))
@@ -214,12 +215,17 @@ class Transformer(AbstractTransformerIntegrator):
         n_resnet = sum(isinstance(layer, ResNetLayer) for layer in self.layers)
         return (RowSlot(unit=0, width=D, steps=False),) + (RowSlot(unit=0, width=D),) * n_resnet
 
-    def __call__(self, Z: Float[Array, "T dim"]) -> Float[Array, "T dim"]:
+    def __call__(
+        self, Z: Float[Array, "T dim"], times: Float[Array, " T"] | None = None
+    ) -> Float[Array, "T dim"]:
         check_model_window("Transformer", Z, self.dim)
-        Z = self.signal.encode(self.encoder, Z)
+        if times is not None:
+            check_times(times, Z.shape[0], "Transformer")
+        Z = self.signal.encode(self.encoder, Z, times)
         if self.lift is not None:
             Z = self.lift(Z)
-        entry, *terms = self.signal.row_terms(self.position_gains, self._slots(), Z.shape[0])
+        entry, *terms = self.signal.row_terms(self.position_gains, self._slots(), Z.shape[0],
+                                              times)
         if entry.bias is not None:
             Z = Z + entry.bias.astype(Z.dtype)
         terms = iter(terms)
@@ -231,4 +237,4 @@ class Transformer(AbstractTransformerIntegrator):
                 Z = layer(Z)
         if self.project is not None:
             Z = self.project(Z)
-        return self.signal.decode(self.encoder, Z)
+        return self.signal.decode(self.encoder, Z, times)

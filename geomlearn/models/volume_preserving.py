@@ -23,6 +23,7 @@ from .._validation import check_bool as _check_bool
 from .._validation import check_floating, check_int, check_last_dim, float_dtype
 from ..layers._linalg import small_matmul
 from ..layers._position_signal import PLACEMENTS, AbstractPositionSignal, resolve_position_signal
+from ..layers._real_angles import check_times
 from ..layers._vp_attention import AbstractWeighting, check_window, weighting_from
 from ..layers.positional import PositionalEncoding
 from ..layers._fused_shears import fuse_shears
@@ -213,6 +214,15 @@ class VolumePreservingFeedForward(AbstractFeedForwardIntegrator):
         return z
 
 
+def _check_times(dim: int | None, Z, times) -> None:
+    """`ValueError` for a window the transformer does not accept (when `dim` is given) or
+    `times` that do not fit it (see `geomlearn.layers._real_angles.check_times`)."""
+    if dim is not None:
+        check_window("VolumePreservingTransformer", Z, dim)
+    if times is not None:
+        check_times(times, Z.shape[0], "VolumePreservingTransformer")
+
+
 class _StructureOfWeighting:
     """`structure` of the transformer: `"volume"` for the class and for skew instances,
     `"none"` for an instance with `weighting="arbitrary"` (which does not preserve
@@ -258,8 +268,8 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
       the model stores the resolved name.
     - `key`: a JAX PRNG key; `dtype`: the parameter dtype (`None`: JAX's default float).
 
-    **Call:** `model(Z)` with a window `(T, dim)`, any $T \ge 1$; returns a window of the
-    same shape and dtype. `model.inverse(Y)` is the exact inverse (skew weighting).
+    **Call:** `model(Z, times=None)`: `Z` `(T, dim)`, any $T \ge 1$, to the same shape and
+    dtype, the signal reading `times`; `model.inverse(Y, times)` inverts it (skew).
 
     Brantner, de Romemont, Kraus, Li, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166.
     """
@@ -342,31 +352,37 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
         """The name of the attention weighting: `"skew"` or `"arbitrary"`."""
         return self.scheme.name
 
-    def __call__(self, Z: Float[Array, "T dim"]) -> Float[Array, "T dim"]:
-        r"""Map the window `Z` `(T, dim)` to $\Phi_\theta(Z)$ (same shape and dtype)."""
-        check_window(type(self).__name__, Z, self.dim)
-        Z = self.signal.encode(self.encoder, Z)
+    def __call__(
+        self, Z: Float[Array, "T dim"], times: Float[Array, " T"] | None = None
+    ) -> Float[Array, "T dim"]:
+        r"""Map the window `Z` `(T, dim)` to $\Phi_\theta(Z)$ (same shape and dtype); the
+        position signal reads the rows' real `times` `(T,)` when given."""
+        _check_times(self.dim, Z, times)
+        Z = self.signal.encode(self.encoder, Z, times)
         for u, (attention, feedforward) in enumerate(zip(self.attention, self.feedforward)):
             Z = attention(Z)
             if self.position_gains is None:
                 Z = feedforward(Z)
             else:
-                Z = feedforward_with_position(feedforward, Z, self.position_gains[u], self.signal)
-        return self.signal.decode(self.encoder, Z)
+                Z = feedforward_with_position(feedforward, Z, self.position_gains[u],
+                                              self.signal, times)
+        return self.signal.decode(self.encoder, Z, times)
 
-    def inverse(self, Y: Float[Array, "T dim"]) -> Float[Array, "T dim"]:
+    def inverse(
+        self, Y: Float[Array, "T dim"], times: Float[Array, " T"] | None = None
+    ) -> Float[Array, "T dim"]:
         r"""The exact inverse $\Phi_\theta^{-1}$ (skew weighting only; see
-        `VolumePreservingAttention.inverse`)."""
-        check_window(type(self).__name__, Y, self.dim)
-        Y = self.signal.undo_decode(self.encoder, Y)
+        `VolumePreservingAttention.inverse`), at the same `times` as the map."""
+        _check_times(self.dim, Y, times)
+        Y = self.signal.undo_decode(self.encoder, Y, times)
         for u in reversed(range(self.L)):
             if self.position_gains is None:
                 Y = self.feedforward[u].inverse(Y)
             else:
                 Y = feedforward_inverse_with_position(
-                    self.feedforward[u], Y, self.position_gains[u], self.signal)
+                    self.feedforward[u], Y, self.position_gains[u], self.signal, times)
             Y = self.attention[u].inverse(Y)
-        return self.signal.undo_encode(self.encoder, Y)
+        return self.signal.undo_encode(self.encoder, Y, times)
 
 
 class _VolumePreservingTransformerInference(eqx.Module):
@@ -378,8 +394,11 @@ class _VolumePreservingTransformerInference(eqx.Module):
     encoder: PositionalEncoding | None
     signal: AbstractPositionSignal = eqx.field(static=True)
 
-    def __call__(self, Z: Float[Array, "T dim"]) -> Float[Array, "T dim"]:
-        Z = self.signal.encode(self.encoder, Z)
+    def __call__(
+        self, Z: Float[Array, "T dim"], times: Float[Array, " T"] | None = None
+    ) -> Float[Array, "T dim"]:
+        _check_times(None, Z, times)
+        Z = self.signal.encode(self.encoder, Z, times)
         for attention, feedforward in zip(self.attention, self.feedforward):
             Z = feedforward(attention(Z))
-        return self.signal.decode(self.encoder, Z)
+        return self.signal.decode(self.encoder, Z, times)
