@@ -5,12 +5,16 @@ reference trajectory for as many steps as the reference has, and compared with i
 
 - **trajectory error** at horizons $k$: $\|\hat Z_{0:k} - Z_{0:k}\|_F / \|Z_{0:k}\|_F$ over
   the states up to step $k$ of all trajectories (the relative error of the papers), next
-  to that of the identity map and of one classical step (`_baselines`);
-- **invariant drift** of each invariant $I$ of the system (energy; the rigid body's
-  Casimir): $\max_{t, i} |I(\hat z^i_t) - I(z^i_0)| / \max_i |I(z^i_0)|$, for the model's
-  rollouts and, for comparison, for the reference trajectories themselves; a learned
-  energy, defined up to a constant, is divided by its range over the reference states
-  instead, $\max_{t,i} H_\theta(z^i_t) - \min_{t,i} H_\theta(z^i_t)$;
+  to that of the identity map and of one classical step (`_baselines`); and the median
+  and the worst over the trajectories of the same error of each one alone;
+- **invariant drift** of each invariant $I$ (the system's, the model's, the momentum map
+  of its symmetry, the user's: `_invariants`):
+  $\max_{t, i} |I(\hat z^i_t) - I(z^i_0)| / s_I$, $s_I = \max_i |I(z^i_0)|$, or the size
+  of its terms where $I$ is zero by cancellation (`_states.invariant_scale`), for
+  the model's rollouts and, for comparison, for the reference trajectories themselves,
+  and the median over $i$ of $\max_t$; a learned energy, defined up to a constant, is
+  divided by its range over the reference states instead,
+  $\max_{t,i} H_\theta(z^i_t) - \min_{t,i} H_\theta(z^i_t)$;
 - the **structure residual** of the model at sample points taken from the reference:
   symplecticity $\|M^\top\Omega M - \Omega\|/\|\Omega\|$ (even dimensions) and volume
   $\big||\det M| - 1\big|$ (see `geomlearn.geometry`), the maximum over the points;
@@ -40,8 +44,9 @@ from ._frame import (
     frame_projection,
     particle_dimension,
 )
+from ._invariants import invariant_drifts, invariants_of
 from ._long_horizon import LongHorizon, long_horizon, long_horizon_rows
-from ._states import reference_states, values_at
+from ._states import reference_states
 from ._timing import timed
 
 __all__ = [
@@ -150,6 +155,11 @@ def _summary(metrics, *, title: str, extra=()) -> str:
     rows = list(extra)
     errs = "   ".join(f"step {k}: {fmt(v)}" for k, v in metrics["trajectory_error"].items())
     rows.append(("trajectory error", errs))
+    for which in ("median", "worst"):
+        per = metrics.get(f"trajectory_error_{which}")
+        if per:
+            errs = "   ".join(f"step {k}: {fmt(v)}" for k, v in per.items())
+            rows.append((f"  {which} trajectory", errs))
     identity = metrics.get("identity_trajectory_error")
     if identity:
         errs = "   ".join(f"step {k}: {fmt(v)}" for k, v in identity.items())
@@ -161,7 +171,9 @@ def _summary(metrics, *, title: str, extra=()) -> str:
                      "from every data state)"))
     for name, value in metrics["invariant_drift"].items():
         ref = metrics["reference_invariant_drift"].get(name)
-        rows.append((f"{name} drift", f"model {fmt(value)}   reference {fmt(ref)}"))
+        median = metrics.get("invariant_drift_median", {}).get(name)
+        rows.append((f"{name} drift", f"model {fmt(value)}   reference {fmt(ref)}"
+                     + ("" if median is None else f"   median rollout {fmt(median)}")))
     claims = structure_named(metrics["iterated_structure"])
     for name, value in metrics["structure_residual"].items():
         rows.append((f"{name.replace('_', ' ')} residual",
@@ -184,13 +196,18 @@ class Evaluation(dict):
 
     **Keys:**
 
-    - `"trajectory_error"`: `{str(k): error}`, the relative error over steps `0…k`;
-      `"identity_trajectory_error"` the same of the identity map; `"classical_step_error"`
-      the relative error of one step of `"classical_step_method"` from every reference
-      state (`None` without a system or a time step);
-    - `"invariant_drift"`: `{name: drift}` for every invariant of the system (and
-      `"learned_energy"` of a Hamiltonian network, over its range on the reference) along
-      the model's rollouts; `"reference_invariant_drift"` the same along the reference;
+    - `"trajectory_error"`: `{str(k): error}`, the relative error over steps `0…k` of
+      all trajectories together; `"trajectory_error_median"`, `"trajectory_error_worst"`
+      the median and the largest of each trajectory's own (`inf` where not finite);
+      `"identity_trajectory_error"` the pooled error of the identity map;
+      `"classical_step_error"` the relative error of one step of
+      `"classical_step_method"` from every reference state (`None` without a system or a
+      time step);
+    - `"invariant_drift"`: `{name: drift}`, the largest over the rollouts, for every
+      invariant of the system, the model (`"learned_energy"` of a Hamiltonian network,
+      over its range on the reference; `"momentum_map_0"`, … of a symmetry) and the user;
+      `"invariant_drift_median"` the median over the rollouts of each one's largest;
+      `"reference_invariant_drift"` the largest along the reference;
     - `"structure_residual"`: `{"symplecticity": r, "volume": r}` (symplecticity only in
       even dimensions) of the map the rollout iterates, the maximum over the sample
       points, in the reference's dtype; `"structure_condition"` the largest condition
@@ -261,40 +278,37 @@ def _trajectory_errors(rollout, states, horizons) -> dict[str, float]:
     """`{str(k): ‖Ẑ_{0:k} − Z_{0:k}‖_F / ‖Z_{0:k}‖_F}` over all trajectories."""
     diff = np.asarray(rollout - states, dtype=np.float64)
     ref = np.asarray(states, dtype=np.float64)
-    err_sq = np.cumsum(np.sum(diff**2, axis=(0, 2)))
-    ref_sq = np.cumsum(np.sum(ref**2, axis=(0, 2)))
+    with np.errstate(over="ignore", invalid="ignore"):  # a rollout that overflowed: inf
+        err_sq = np.cumsum(np.sum(diff**2, axis=(0, 2)))
+        ref_sq = np.cumsum(np.sum(ref**2, axis=(0, 2)))
     return {str(h): float(np.sqrt(err_sq[h] / ref_sq[h])) for h in horizons}
 
 
-def _invariants_of(model, system) -> dict:
-    """The quantities whose drift is measured: the invariants of `system` (none without
-    one) and the model's own `learned_invariants` (a Hamiltonian network's learned energy
-    `"learned_energy"`)."""
-    found = {} if system is None else dict(system.invariants)
-    found.update(model.learned_invariants())
-    return found
+def _per_trajectory_errors(rollout, states, horizons) -> tuple[dict, dict]:
+    r"""`({str(k): median}, {str(k): worst})` over the trajectories of each one's relative
+    error $\|\hat Z^i_{0:k} - Z^i_{0:k}\|_F / \|Z^i_{0:k}\|_F$; a rollout that is not
+    finite up to step $k$ has an infinite error there, an exact one an error of 0."""
+    diff = np.asarray(rollout - states, dtype=np.float64)
+    ref = np.asarray(states, dtype=np.float64)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        err_sq = np.cumsum(np.sum(diff**2, axis=2), axis=1)
+        ref_sq = np.cumsum(np.sum(ref**2, axis=2), axis=1)
+        err = np.where(err_sq == 0, 0.0, np.sqrt(err_sq / ref_sq))  # exact at the origin: 0
+    err = np.where(np.isfinite(err), err, np.inf)
+    return ({str(h): float(np.median(err[:, h])) for h in horizons},
+            {str(h): float(np.max(err[:, h])) for h in horizons})
 
 
-def _invariant_drifts(invariants, rollout, states, gauge_free=()):
-    """`(drift, reference drift, series, scales)` of every invariant, relative to the
-    largest initial value, or for the names in `gauge_free` (defined up to a constant) to
-    their range over the reference states (`scales` holds those ranges)."""
-    drift, ref_drift, series, scales = {}, {}, {}, {}
-    for name, fn in invariants.items():
-        pred_vals = np.asarray(values_at(fn, rollout), dtype=np.float64)
-        ref_vals = np.asarray(values_at(fn, states), dtype=np.float64)
-        start = ref_vals[:, :1]
-        scale = float(np.max(np.abs(start)))
-        if name in gauge_free and np.ptp(ref_vals) > 0:
-            scale = scales[name] = float(np.ptp(ref_vals))
-        scale = scale if scale > 0 else 1.0
-        series[name] = {
-            "model": np.max(np.abs(pred_vals - start), axis=0) / scale,
-            "reference": np.max(np.abs(ref_vals - start), axis=0) / scale,
-        }
-        drift[name] = float(np.max(np.abs(pred_vals - start)) / scale)
-        ref_drift[name] = float(np.max(np.abs(ref_vals - start)) / scale)
-    return drift, ref_drift, series, scales
+def _error_metrics(model, task, rollout, states, horizons) -> dict:
+    """The trajectory-error keys of `evaluate`'s metrics."""
+    median, worst = _per_trajectory_errors(rollout, states, horizons)
+    return {
+        "trajectory_error": _trajectory_errors(rollout, states, horizons),
+        "trajectory_error_median": median,
+        "trajectory_error_worst": worst,
+        "identity_trajectory_error": _trajectory_errors(
+            identity_rollout(states, model.n_initial_points(task)), states, horizons),
+    }
 
 
 def _structure_points(model, states, task, n_points: int, key):
@@ -336,15 +350,28 @@ def _bound(states, centre, clock, bound, particles=0) -> float:
     return float(bound)
 
 
+def _checked_horizon(system, states, horizon, horizon_method, particles) -> int | None:
+    """`horizon` checked, with the options of the long horizon (before any rollout)."""
+    if horizon is None:
+        return None
+    horizon = check_int("horizon", horizon, minimum=1)
+    as_integrator(horizon_method)
+    if particles:  # refused before any rollout when the state is not such particles
+        frame_projection(states.shape[-1], clock_components(system, states),
+                         check_int("particles", particles, minimum=0))
+    return horizon
+
+
 def _long_horizon(model, system, states, task, dt, *, horizon, keep_states, method, bound,
-                  scales, particles=None):
+                  invariants, scales, particles=None):
     """The `LongHorizon` of `evaluate(..., horizon=...)`: escapes about the reference's
-    centre, norms without the system's clock, learned invariants over their `scales`."""
+    centre, norms without the system's clock, `invariants` (learned ones over their
+    `scales`)."""
     clock = clock_components(system, states)
     particles = particle_dimension(system) if particles is None else particles
     centre = data_centre(states, clock, particles)
     return long_horizon(
-        model, task, states, horizon=horizon, invariants=_invariants_of(model, system),
+        model, task, states, horizon=horizon, invariants=invariants,
         bound=_bound(states, centre, clock, bound, particles), system=system,
         integrator=as_integrator(method), dt=dt, keep_states=keep_states, centre=centre,
         time_components=clock, particles=particles, scales=scales)
@@ -367,16 +394,15 @@ def evaluate(
     horizon_method: str | AbstractIntegrator = "gauss_legendre6",
     bound: float | None = None,
     particles: int | None = None,
+    invariants: dict | None = None,
 ) -> Evaluation:
     r"""Measure a trained model against reference trajectories (of `system`, or of
     unknown dynamics: `system=None`) by the metrics of the module documentation.
 
     **Arguments:**
 
-    - `model`: a trained geomlearn model.
-    - `system`: the `geomlearn.systems` object the reference comes from (its `invariants`
-      are checked along the rollout); `None` for measured data (then only a Hamiltonian
-      network's learned energy is checked).
+    - `model`: a trained geomlearn model; `system`: the `geomlearn.systems` object the
+      reference comes from (its `invariants` are measured), `None` for measured data.
     - `reference`: a `TrajectoryData` (of unequal lengths: the first states of each, as
       many as the shortest has) or states `(B, n_steps + 1, d)` or `(n_steps + 1, d)`.
       The model is rolled out from each trajectory's first state (a transformer from its
@@ -384,11 +410,10 @@ def evaluate(
     - `dt`: the time step of an array `reference` (a Hamiltonian network, the reference
       timing and the long horizon need it; without it the reference speed is `None`).
     - `horizons`: the steps of the trajectory error (default `default_horizons(n_steps)`).
-    - `prediction_window`, `seq_length`: for transformers, as in `fit` and `iterate`.
-    - `n_structure_points`: the reference states (windows) where the structure is checked.
-    - `method`: the reference integrator that is timed (an `AbstractIntegrator` or a name
-      of `geomlearn.integrators.METHODS`).
-    - `key`: a PRNG key choosing the structure sample points (default a fixed key).
+    - `prediction_window`, `seq_length`: for transformers, as in `fit` and `iterate`;
+      `n_structure_points`: the reference states (windows) where the structure is checked.
+    - `method`: the timed reference integrator (an `AbstractIntegrator` or a name of
+      `geomlearn.integrators.METHODS`); `key` picks the structure points (default fixed).
     - `horizon`: also a streamed rollout of this many steps (`long_horizon`) against
       `system` integrated by `horizon_method` (default 6th-order Gauss–Legendre);
       `keep_states` keeps its states; `bound` is the data's radius $B$ of the escape test
@@ -398,14 +423,17 @@ def evaluate(
       make the state (forces of differences only): escapes are measured in their
       centre-of-mass frame; `0` for a state that is not particles; default the
       system's `particle_dimension` (`0` without a system).
+    - `invariants`: the user's `{name: f}`, `f(z)` a real number of one state `(d,)`,
+      measured beside the system's, a learned energy and a symmetry's momentum map
+      (`"momentum_map_0"`, …). A name already measured, or an `f` that raises, is not
+      one number or not finite at the data's first state: `ValueError` before any rollout.
 
-    **Returns:** an [`Evaluation`][geomlearn.Evaluation]: the metrics as a dict (its keys
-    are listed there) and the arrays behind them.
+    **Returns:** an [`Evaluation`][geomlearn.Evaluation] (the keys are listed there).
 
     ```python
-    train, test = gl.datasets.pendulum_sympnets()
-    metrics = gl.evaluate(model, gl.systems.Pendulum(), test, horizon=10_000)
-    metrics["invariant_drift"]["energy"], metrics["long_horizon"]["n_escaped"]
+    metrics = gl.evaluate(model, gl.systems.Pendulum(), test, horizon=10_000,
+                          invariants={"p": lambda z: z[1]})
+    metrics["invariant_drift"]["p"], metrics["long_horizon"]["invariants"]["p"]["trend"]
     ```
     """
     check_model(model)
@@ -413,19 +441,15 @@ def evaluate(
     states, dt = reference_states(reference, dt)
     horizons = _checked_horizons(model, system, states, horizons)
     n_structure_points = check_int("n_structure_points", n_structure_points, minimum=1)
-    if horizon is not None:
-        horizon = check_int("horizon", horizon, minimum=1)
-        as_integrator(horizon_method)
-        if particles:  # refused before any rollout when the state is not such particles
-            frame_projection(states.shape[-1], clock_components(system, states),
-                             check_int("particles", particles, minimum=0))
+    horizon = _checked_horizon(system, states, horizon, horizon_method, particles)
+    measured = invariants_of(model, system, invariants, state=states[0, 0])
     n_traj, N, _ = states.shape
 
     task = model.task(seq_length=seq_length, prediction_window=prediction_window, data_dt=dt)
     initial = model.initial_states(states, task)
     rollout, model_seconds = timed(lambda: model_rollout(model, initial, N, task))
-    drift, ref_drift, series, scales = _invariant_drifts(
-        _invariants_of(model, system), rollout, states, gauge_free=model.learned_invariants())
+    drift, median_drift, ref_drift, series, scales = invariant_drifts(
+        measured, rollout, states, gauge_free=model.learned_invariants())
     points = _structure_points(model, states, task, n_structure_points, key)
     checked = _check_structure(model, points, task)
     with_reference = dt is not None and system is not None
@@ -438,13 +462,12 @@ def evaluate(
         "n_trajectories": int(n_traj),
         "n_steps": int(N - 1),
         "dt": dt,
-        "trajectory_error": _trajectory_errors(rollout, states, horizons),
-        "identity_trajectory_error": _trajectory_errors(
-            identity_rollout(states, model.n_initial_points(task)), states, horizons),
+        **_error_metrics(model, task, rollout, states, horizons),
         "classical_step_error": (classical_step_error(system, states, dt) if with_reference
                                  else None),
         "classical_step_method": classical_method(system).name if with_reference else None,
         "invariant_drift": drift,
+        "invariant_drift_median": median_drift,
         "reference_invariant_drift": ref_drift,
         "structure_residual": dict(checked.residuals),
         "structure_condition": checked.condition,
@@ -458,6 +481,6 @@ def evaluate(
     if horizon is not None:
         long = _long_horizon(model, system, states, task, dt, horizon=horizon,
                              keep_states=keep_states, method=horizon_method, bound=bound,
-                             scales=scales, particles=particles)
+                             invariants=measured, scales=scales, particles=particles)
         metrics["long_horizon"] = long.metrics
     return Evaluation(metrics, rollout, states, series, checked, long)

@@ -24,8 +24,8 @@ of a driven system (see `geomlearn.evaluation._frame`). Per initial state:
   less than `VALID_TOLERANCE · VALID_FLOOR` of the initial state. `None` without a
   system (or a time step), or when there is no crossing.
 - per **invariant** $I$: the relative deviation $\delta_t = (I(z_t) - I(z_0)) / s_I$
-  with the scale $s_I$ the largest $|I(z^i_0)|$ over the initial states (as
-  `evaluate`'s drift), or a given scale (`evaluate` gives a learned energy, whose
+  with the scale $s_I$ of `_states.invariant_scale` (the largest $|I(z^i_0)|$, or the
+  size of its terms where $I$ is zero by cancellation; as `evaluate`'s drift), or a given scale (`evaluate` gives a learned energy, whose
   constant is arbitrary, its range over the data), its maximum
   $\max_t |\delta_t|$ over the horizon, and its **secular trend**: the slope $b$ of the
   least-squares line $\delta_t \approx a + b\,t$, reported per `TREND_STEPS` steps. Over
@@ -52,6 +52,7 @@ import numpy as np
 from .._format import fmt
 from .._validation import check_int
 from ._frame import data_centre, data_radius, frame_projection, kept_components
+from ._states import invariant_scale
 
 __all__ = [
     "LongHorizon",
@@ -296,6 +297,8 @@ def _summary_metrics(acc, plan: _Plan, names, *, bound, method_name):
             "max_drift": drift, "trend": trend,
             "worst_max_drift": max(known_d) if known_d else None,
             "worst_trend": max(known_t, key=abs) if known_t else None,
+            "median_max_drift": float(np.median(known_d)) if known_d else None,
+            "median_trend": float(np.median(known_t)) if known_t else None,
         }
     escaped = [s for s in escape if s is not None]
     crossed = [s for s in valid if s is not None]
@@ -346,34 +349,31 @@ def long_horizon(
     - `model`, `task`: a geomlearn model and its validated rollout `Task`.
     - `states`: the data `(B, n, d)`; the first states start the rollouts (a transformer's
       window the first `T`), `z_0` of each row starts the invariants, the last given
-      state the reference.
-    - `horizon`: the number of steps $N$ (states $z_1 … z_N$ are produced).
+      state the reference. `horizon`: the number of steps $N$ (states $z_1 … z_N$).
     - `invariants`: `{name: function}`, each mapping one state `(d,)` to a scalar;
-      `scales`: `{name: s_I}` for those not scaled by their largest initial value.
+      `scales`: `{name: s_I}` for those not scaled by `invariant_scale`.
     - `bound`, `centre`: the data's radius $B$ and centre $c$ (a rollout escapes beyond
       `ESCAPE_FACTOR` $\cdot B$ from $c$); default the mean of `states` and the largest
-      distance of a state from it.
-    - `time_components`: the clock components every norm leaves out.
-    - `particles`: `0`, or the spatial dimension $k$ of the particles the positions
-      describe (forces of differences only): the escape test measures states in the
-      centre-of-mass frame (`geomlearn.evaluation._frame.frame_projection`); `centre`
-      is then given in that frame.
+      distance of a state from it. `time_components`: the clock components every norm
+      leaves out. `particles`: `0`, or the spatial dimension $k$ of the particles the
+      positions describe: escapes are measured in the centre-of-mass frame
+      (`geomlearn.evaluation._frame.frame_projection`), where `centre` is given.
     - `system`, `integrator`, `dt`: the reference (a system, an `AbstractIntegrator` and
       the data's time step); without all three there is no valid time.
-    - `keep_states`: also return the whole rollout `(B, horizon + 1, d)`.
-    - `n_series`, `chunk`: about how many log-spaced steps the drift series keeps; states
-      per chunk of the scan (memory `B · chunk · d`).
+    - `keep_states`: also return the whole rollout `(B, horizon + 1, d)`; `n_series`,
+      `chunk`: about how many log-spaced steps the drift series keeps, states per chunk
+      (memory `B · chunk · d`).
 
     **Returns:** a `LongHorizon`, whose `metrics` hold `horizon`, `n_trajectories`,
     `data_bound` ($B$), `data_centre`, `escape_bound`, `time_components`, per trajectory
     `escape_step` and `valid_time` (`None`: not within the horizon), `n_escaped`,
     `min_escape_step`, `median_escape_step` (rollouts that did not escape count as beyond
-    the horizon: `None` unless at least half escaped), `min_valid_time`,
+    the horizon: `None` unless at least half escaped), `min_valid_time` (the worst),
     `median_valid_time`, `valid_tolerance`, `valid_floor`, `reference_method`,
     `reference_failed_step` (per trajectory, the first step where the reference failed),
     `trend_steps`, `seconds` (wall time, compilation included), and per invariant
     `max_drift` and `trend` (per trajectory), `worst_max_drift`, `worst_trend` (of
-    largest magnitude) and `scale`.
+    largest magnitude), `median_max_drift`, `median_trend` and `scale`.
 
     ```python
     result = long_horizon(model, model.task(data_dt=data.dt), data.states,
@@ -437,13 +437,13 @@ def long_horizon(
 
 def _invariant_start(fns, z0, names, scales: dict):
     """`(I(z_0) (B, n_inv), s_I (n_inv,))`: the invariants at the initial states and their
-    scales, the largest initial magnitude unless `scales` gives one (a zero scale is 1)."""
+    scales, `invariant_scale` unless `scales` gives one (a zero scale is 1)."""
     dtype = z0.dtype
     if not fns:
         return jnp.zeros((z0.shape[0], 0), dtype), jnp.zeros((0,), dtype)
     start = jnp.stack([jax.vmap(fn)(z0) for fn in fns], axis=-1)
-    top = np.max(np.abs(np.asarray(start, dtype=np.float64)), axis=0)
-    scale = np.array([scales.get(name, top[i]) for i, name in enumerate(names)], np.float64)
+    scale = np.array([scales[name] if name in scales else invariant_scale(fn, z0)
+                      for fn, name in zip(fns, names)], np.float64)
     return start, jnp.asarray(np.where(scale > 0, scale, 1.0), dtype)
 
 
@@ -469,9 +469,10 @@ def long_horizon_rows(m: dict) -> list[tuple[str, str]]:
                      f"{fmt(m['min_valid_time'])}   ({crossed} of {m['n_trajectories']} beyond "
                      f"{m['valid_tolerance']:g} relative error vs {m['reference_method']})"))
     for name, v in m["invariants"].items():
-        trend = v["worst_trend"]
+        trend, median = v["worst_trend"], v.get("median_max_drift")
         rows.append((f"{name}, long", f"max drift {fmt(v['worst_max_drift'])}   trend "
-                     f"{'n/a' if trend is None else f'{trend:+.2e}'} per {m['trend_steps']} steps"))
+                     f"{'n/a' if trend is None else f'{trend:+.2e}'} per {m['trend_steps']} steps"
+                     + ("" if median is None else f"   median rollout: max drift {fmt(median)}")))
     return rows
 
 

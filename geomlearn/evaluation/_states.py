@@ -5,10 +5,15 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..data import TrajectoryData
 
-__all__ = ["reference_states", "values_at"]
+__all__ = ["reference_states", "values_at", "invariant_scale", "ZERO_INVARIANT"]
+
+ZERO_INVARIANT = 1e-3
+"""An invariant whose initial values are below this fraction of the size of its terms is
+zero by cancellation (see `invariant_scale`)."""
 
 
 def reference_states(reference, dt):
@@ -40,3 +45,23 @@ def reference_states(reference, dt):
 def values_at(fn, states):
     """`fn` at every state `(B, N, d)`, compiled once per function and shape."""
     return jax.vmap(jax.vmap(fn))(states)
+
+
+def invariant_scale(fn, z0) -> float:
+    r"""The scale $s_I$ that drifts of the invariant `fn` are divided by, from the initial
+    states `z0` `(B, d)`: $m = \max_i |I(z^i_0)|$, unless $m$ is below `ZERO_INVARIANT`
+    times the size of its terms $g = \max_i \|\nabla I(z^i_0)\|\,\|z^i_0\|$ (for an
+    $I$ homogeneous of degree $k$, $\nabla I \cdot z = kI$): then $I$ is zero by
+    cancellation (a total momentum of zero, an angular momentum of zero), relative
+    drifts of its rounding would be meaningless, and $s_I = g$. A scale of 0 is 1; where
+    $\nabla I$ cannot be traced, $s_I = m$."""
+    z0 = jnp.asarray(z0)
+    m = float(np.max(np.abs(np.asarray(jax.vmap(fn)(z0), dtype=np.float64))))
+    try:
+        grads = np.asarray(jax.vmap(jax.grad(lambda z: jnp.sum(fn(z))))(z0), dtype=np.float64)
+    except Exception:  # noqa: BLE001 - a user's function jax cannot differentiate: keep m
+        return m if m > 0 else 1.0
+    z = np.asarray(z0, dtype=np.float64)
+    g = float(np.max(np.linalg.norm(grads, axis=-1) * np.linalg.norm(z, axis=-1)))
+    scale = g if m < ZERO_INVARIANT * g else m
+    return scale if scale > 0 else 1.0

@@ -171,13 +171,15 @@ class AbstractModel(eqx.Module):
     Subclasses declare `structure` (a class variable, or a property where the
     configuration changes it) and `dim`, and implement the protocol methods; the family
     bases of `geomlearn.models` implement them for their kind of map. Two capabilities
-    are class variables: `inference` (how `inference_form` arranges the map) and
-    `learned` (what `learned_invariants` reports).
+    are class variables: `inference` (how `inference_form` arranges the map),
+    `learned` (what `learned_invariants` reports) and `symmetry_field` (which field
+    `kept_symmetry` returns).
     """
 
     dim: eqx.AbstractVar[int]
     inference: ClassVar[AbstractInferenceForm] = ModelItself()
     learned: ClassVar[AbstractLearnedInvariants] = NoLearnedInvariants()
+    symmetry_field: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -284,6 +286,13 @@ class AbstractModel(eqx.Module):
         network has its learned energy). Evaluations report their drift along rollouts
         when no system is known, and next to the system's invariants when one is."""
         return self.learned.of(self)
+
+    def kept_symmetry(self):
+        """The symmetry (`geomlearn.symmetries`) the model keeps by construction, whose
+        momentum map its flow conserves for every parameter value: the field that the
+        class variable `symmetry_field` names (`None`: none, the default). Evaluations
+        report the momentum map's drift unasked."""
+        return None if self.symmetry_field is None else getattr(self, self.symmetry_field)
 
     def inference_form(self):
         """The same map with parameter-only work hoisted, as the class variable

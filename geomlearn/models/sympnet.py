@@ -174,6 +174,7 @@ class GSympNet(AbstractSymmetrisableIntegrator):
     identity_init: bool = eqx.field(static=True)
     symmetry: str | None = eqx.field(static=True)
     group: AbstractSymmetry | None = eqx.field(static=True)
+    symmetry_field: ClassVar[str] = "group"
 
     def __init__(
         self,
@@ -206,6 +207,7 @@ class GSympNet(AbstractSymmetrisableIntegrator):
             for i, k in enumerate(keys)
         )
         self.layers = tuple(_zeroed(layer, "a") for layer in layers) if self.identity_init else layers
+
 
     def _forward(self, z, h):
         for layer in self.layers:  # heterogeneous (Q, P, Q, ...): unrolled at trace time
@@ -397,6 +399,7 @@ class HenonNet(AbstractStackedSympNet):
     identity_init: bool = eqx.field(static=True)
     symmetry: str | None = eqx.field(static=True)
     group: AbstractSymmetry | None = eqx.field(static=True)
+    symmetry_field: ClassVar[str] = "group"
 
     def __init__(
         self,
@@ -424,3 +427,4 @@ class HenonNet(AbstractStackedSympNet):
             b = jax.random.normal(offset_key, layers.b.shape, layers.b.dtype)
             layers = eqx.tree_at(lambda m: (m.a, m.b), layers, (jnp.zeros_like(layers.a), b))
         self.layers = layers
+
