@@ -116,6 +116,7 @@ from .models import (
     LiePoissonNet as LiePoissonNet,
     LinearSymplecticTransformer as LinearSymplecticTransformer,
     MultiStep as MultiStep,
+    PairSympNet as PairSympNet,
     PortHamiltonianNN as PortHamiltonianNN,
     PSympNet as PSympNet,
     ResNet as ResNet,

@@ -98,6 +98,11 @@ MODELS = {
     "HenonNet": Case(
         lambda k, dt: gl.HenonNet(D, n_layers=2, width=5, key=k, dtype=dt), (D,),
         saved=lambda k: gl.HenonNet(2, n_layers=2, width=3, key=k), seed=2),
+    "PairSympNet": Case(
+        lambda k, dt: gl.models.PairSympNet(2, 1, n_layers=2, width=3, key=k, dtype=dt), (D,),
+        saved=lambda k: gl.models.PairSympNet(3, 2, n_layers=2, width=3, key=k), seed=21,
+        varied=lambda k: gl.models.PairSympNet(3, 2, n_layers=3, width=3, activation="softplus", symmetric=True,
+                                               key=k)),
     "PSympNet": Case(
         lambda k, dt: gl.PSympNet(D, n_layers=3, max_degree=3, key=k, dtype=dt), (D,),
         saved=lambda k: gl.PSympNet(4, n_layers=2, max_degree=3, min_degree=1, symmetric=True, key=k), seed=3,

@@ -149,8 +149,11 @@ def test_rollout_and_save_load(family, tmp_path):
 def test_specs_and_defaults():
     """Strings resolve to the same objects; `symmetry=None` is today's network, bit for
     bit, and stores `None`."""
-    for text in ["translation:0,2", "translation:0/1", "rotation:0,1", "rotation:0,2/3", "rotation3"]:
+    for text in ["translation:0,2", "translation:0/1", "rotation:0,1", "rotation:0,2/3", "rotation3",
+                 "particles:4/2", "permutation:0,1;2,3/2"]:
         assert symmetries.resolve_symmetry(text).spec == text
+    assert symmetries.resolve_symmetry("particles:4/2") == symmetries.Particles(4, 2)
+    assert symmetries.resolve_symmetry("permutation:0,1/3") == symmetries.Permutation([(0, 1)], particle_dim=3)
     assert symmetries.resolve_symmetry("rotation:1,0/3") == symmetries.Rotation((1, 0), particle_dim=3)
     key = jax.random.PRNGKey(0)
     z = jnp.linspace(-1.0, 1.0, 4)
@@ -181,6 +184,17 @@ def test_bad_symmetries_raise_one_line(make, message):
     with pytest.raises(ValueError, match=message) as info:
         make()
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("symmetry", [symmetries.Particles(2, 2),
+                                      symmetries.Permutation([(0, 1)], particle_dim=2)])
+def test_a_particle_symmetry_saves_and_loads(symmetry, tmp_path):
+    """A GSympNet keeping a particle symmetry loads back with it (its spec resolves)."""
+    model = gl.GSympNet(8, n_layers=2, width=3, symmetry=symmetry, key=jax.random.PRNGKey(0))
+    gl.save(tmp_path / "m.geomlearn", model)
+    loaded = gl.load(tmp_path / "m.geomlearn")
+    z = jnp.linspace(-1.0, 1.0, 8)
+    assert loaded.kept_symmetry() == symmetry and bool(jnp.all(loaded(z) == model(z)))
 
 
 def test_not_a_symmetry():

@@ -49,6 +49,7 @@ from ..symmetries import AbstractSymmetry, invariant_gradient, resolve_symmetry
 from ._symplectic import AbstractSymplecticLayer
 
 __all__ = [
+    "AbstractShear",
     "GradientLayerQ",
     "GradientLayerP",
     "ActivationLayerQ",
@@ -68,7 +69,7 @@ def _symmetric_index(n: int) -> np.ndarray:
     return index
 
 
-class _AbstractShear(AbstractSymplecticLayer):
+class AbstractShear(AbstractSymplecticLayer):
     """A Q- or P-shear `(q, p) -> (q + h f(p), p)` or `(q, p + h f(q))`.
 
     Subclasses define `_increment(x)` (the gradient of a scalar function of the unchanged
@@ -105,7 +106,7 @@ class _AbstractShear(AbstractSymplecticLayer):
 # Gradient layers
 
 
-class _AbstractGradientLayer(_AbstractShear):
+class _AbstractGradientLayer(AbstractShear):
     K: Float[Array, "width n"]
     a: Float[Array, " width"]
     b: Float[Array, " width"]
@@ -222,7 +223,7 @@ class GradientLayerP(_AbstractGradientLayer):
 # Activation layers
 
 
-class _AbstractActivationLayer(_AbstractShear):
+class _AbstractActivationLayer(AbstractShear):
     a: Float[Array, " n"]
     dim: int = eqx.field(static=True)
     activation: Callable | str = eqx.field(static=True)
@@ -297,7 +298,7 @@ class ActivationLayerP(_AbstractActivationLayer):
 # Linear layers
 
 
-class _AbstractLinearLayer(_AbstractShear):
+class _AbstractLinearLayer(AbstractShear):
     S: Float[Array, " m"]
     dim: int = eqx.field(static=True)
 

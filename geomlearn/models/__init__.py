@@ -31,6 +31,7 @@ from .hnn import HamiltonianNeuralNetwork as HamiltonianNeuralNetwork
 from .lagrangian import LagrangianNeuralNetwork as LagrangianNeuralNetwork
 from .lie_poisson import LiePoissonNet as LiePoissonNet
 from .multistep import MultiStep as MultiStep
+from .pair_sympnet import PairSympNet as PairSympNet
 from .port_hamiltonian import PortHamiltonianNN as PortHamiltonianNN
 from .resnet import ResNet as ResNet
 from .ridge_sympnet import PSympNet as PSympNet, RSympNet as RSympNet
@@ -55,6 +56,7 @@ __all__ = [
     "GSympNet",
     "LASympNet",
     "HenonNet",
+    "PairSympNet",
     "PSympNet",
     "RSympNet",
     "LiePoissonNet",

@@ -10,16 +10,22 @@ and conserves its momentum map for every parameter value.
 | `Translation(axes, particle_dim=None)` | shifts along `axes` | total momentum along them |
 | `Rotation(plane=(i, j), particle_dim=None)` | rotations in one plane | angular momentum in it |
 | `Rotation3()` | rotations of 3-D particles | the angular-momentum vector |
+| `Permutation(groups, particle_dim=1)` | relabellings of identical particles | none (a finite group) |
+| `Particles(n_particles, spatial_dim)` | translations, rotations, relabellings | total and angular momentum |
 """
 
 from ._base import AbstractSymmetry, invariant_gradient
-from ._groups import Rotation, Rotation3, Translation, resolve_symmetry
+from ._groups import Rotation, Rotation3, Translation
+from ._particles import Particles, Permutation
+from ._resolve import resolve_symmetry
 
 __all__ = [
     "AbstractSymmetry",
     "Translation",
     "Rotation",
     "Rotation3",
+    "Permutation",
+    "Particles",
     "resolve_symmetry",
     "invariant_gradient",
 ]

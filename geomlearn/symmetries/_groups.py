@@ -23,16 +23,16 @@ import numpy as np
 from .._typing import Array, Float
 from ._base import AbstractSymmetry
 
-__all__ = ["Translation", "Rotation", "Rotation3", "resolve_symmetry"]
+__all__ = ["Translation", "Rotation", "Rotation3"]
 
 
-def _index(name: str, value) -> int:
+def index_argument(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise ValueError(f"{name} must hold non-negative integers, got {value!r}")
     return int(value)
 
 
-def _sequence(name: str, values) -> tuple:
+def sequence_argument(name: str, values) -> tuple:
     if isinstance(values, numbers.Integral):
         return (values,)
     try:
@@ -42,14 +42,14 @@ def _sequence(name: str, values) -> tuple:
 
 
 def _indices(name: str, values) -> tuple[int, ...]:
-    values = _sequence(name, values)
-    out = tuple(_index(name, v) for v in values)
+    values = sequence_argument(name, values)
+    out = tuple(index_argument(name, v) for v in values)
     if not out or len(set(out)) != len(out):
         raise ValueError(f"{name} must be distinct non-negative integers, at least one, got {values!r}")
     return out
 
 
-def _particle_dim(value) -> int | None:
+def particle_dim_argument(value) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
@@ -118,7 +118,7 @@ class Translation(AbstractSymmetry):
 
     def __init__(self, axes=0, particle_dim: int | None = None):
         self.axes = _indices("Translation axes", axes)
-        self.particle_dim = _particle_dim(particle_dim)
+        self.particle_dim = particle_dim_argument(particle_dim)
         if self.particle_dim is not None and max(self.axes) >= self.particle_dim:
             raise ValueError(f"Translation axes {self.axes} must be below particle_dim={self.particle_dim}")
 
@@ -188,14 +188,14 @@ class Rotation(AbstractSymmetry):
     particle_dim: int | None = eqx.field(static=True)
 
     def __init__(self, plane=(0, 1), particle_dim: int | None = None):
-        plane = _sequence("Rotation plane", plane)
+        plane = sequence_argument("Rotation plane", plane)
         if len(plane) != 2:
             raise ValueError(f"Rotation plane must be two indices (i, j), got {plane!r}")
-        i, j = (_index("Rotation plane", v) for v in plane)
+        i, j = (index_argument("Rotation plane", v) for v in plane)
         if i == j:
             raise ValueError(f"Rotation plane must be two different indices, got ({i}, {j})")
         self.plane = (i, j)
-        self.particle_dim = _particle_dim(particle_dim)
+        self.particle_dim = particle_dim_argument(particle_dim)
         if self.particle_dim is not None and max(self.plane) >= self.particle_dim:
             raise ValueError(f"Rotation plane {self.plane} must be below particle_dim={self.particle_dim}")
 
@@ -302,44 +302,3 @@ class Rotation3(AbstractSymmetry):
     @property
     def spec(self) -> str:
         return self.kind
-
-
-_SPEC_HELP = ("symmetry must be None, a symmetry object or a string 'translation:AXES[/D]', "
-              "'rotation:I,J[/D]' or 'rotation3' (D: coordinates per particle)")
-
-
-def _parse(text: str) -> AbstractSymmetry:
-    kind, _, rest = text.strip().lower().partition(":")
-    rest, _, block = rest.partition("/")
-    try:
-        indices = tuple(int(v) for v in rest.split(",")) if rest.strip() else ()
-        d = int(block) if block.strip() else None
-    except ValueError:
-        raise ValueError(f"{_SPEC_HELP}, got {text!r}") from None
-    if kind == Rotation3.kind and not indices and d is None:
-        return Rotation3()
-    if kind == Translation.kind and indices:
-        return Translation(axes=indices, particle_dim=d)
-    if kind == Rotation.kind and len(indices) == 2:
-        return Rotation(plane=indices, particle_dim=d)
-    raise ValueError(f"{_SPEC_HELP}, got {text!r}")
-
-
-def resolve_symmetry(value, n: int | None = None) -> AbstractSymmetry | None:
-    """The symmetry `value` means, resolved once, and checked against `n` configuration
-    coordinates when given.
-
-    `value`: `None` (no symmetry), a symmetry object, or its `spec` string
-    (`"translation:0,1"`, `"translation:0/1"` for particles on a line,
-    `"rotation:0,1"`, `"rotation:0,1/3"`, `"rotation3"`). `ValueError` for a string of
-    another form or a symmetry that does not fit `n`; `TypeError` for anything else."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = _parse(value)
-    if not isinstance(value, AbstractSymmetry):
-        raise TypeError(f"{_SPEC_HELP}, got {value!r} ({type(value).__name__})")
-    if n is not None:
-        value.check(n)
-    return value
-
