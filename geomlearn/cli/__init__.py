@@ -35,7 +35,7 @@ The modules: `_main` (the parser and `main`), `_options` (the train command's op
 `_commands` (train, evaluate, check, list), `_predict`, `_specs` (`ModelSpec`), the
 policies (`_compatibility`, `_plans`, `_evaluations`), `_trainer_choice`, `_registry` (the
 models by name), `_recipes` (the data by system name), `_own_data` (a user's file),
-`_hamiltonian` (a user's Hamiltonian), `_runs` (run folders).
+`_hamiltonian` (a user's Hamiltonian), `_symmetry` (`--symmetry`), `_runs` (run folders).
 """
 
 from ._system_names import SYSTEMS, resolve_system

@@ -103,7 +103,8 @@ def _build(spec, system, options: TrainOptions, key):
     return user(
         spec.build_for, system, key=key, seq_length=options.seq_length or DEFAULT_SEQ_LENGTH,
         prediction_window=options.prediction_window, reduced_dim=options.reduced_dim,
-        positional_encoding=options.positional_encoding, model_options=options.model_options)
+        positional_encoding=options.positional_encoding, model_options=options.model_options,
+        symmetry=options.symmetry)
 
 
 def _prepare(spec, model, train_data, fit_options, options: TrainOptions):

@@ -13,6 +13,7 @@ from ._own_data import check_model_fits
 from ._recipes import phase_space
 from ._registry import MODELS, spec_of
 from ._runs import load_run
+from ._symmetry import symmetry_lines
 
 __all__ = ["check", "NOTHING_TO_CHECK", "list_all"]
 
@@ -94,5 +95,6 @@ def list_all(args) -> int:
         fits = [s for s, system in systems.items() if _fits(spec, s, system)]
         lines.append(f"  {name:<31} {spec.cls.__name__:<28} preserves: {spec.structure:<10}  "
                      f"systems: {', '.join(fits)}")
+    lines.extend(symmetry_lines())
     print("\n".join(lines))
     return 0

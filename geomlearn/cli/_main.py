@@ -25,6 +25,7 @@ EXAMPLES = {
               "\n  geomlearn train --system parametric_pendulum --model vp-transformer "
               "--positional-encoding"
               "\n  geomlearn train --data traj.csv --model gsympnet --val-fraction 0.25"
+              "\n  geomlearn train --system kepler --symmetry rotation:0,1"
               "\n  geomlearn train --data traj.csv --q-columns x y --p-columns px py"
               "\n  geomlearn train --data traj.csv --hamiltonian my_system.py:H "
               "--hamiltonian-separable"),

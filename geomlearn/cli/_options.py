@@ -14,10 +14,12 @@ import ast
 import dataclasses
 from typing import Any
 
+from ..symmetries import resolve_symmetry
 from ._system_names import resolve_system
 from ._errors import CLIError, user
 from ._hamiltonian import hamiltonian_reference
 from ._registry import resolve_model
+from ._symmetry import symmetry_argument, symmetry_option
 
 __all__ = ["DEFAULT_SEQ_LENGTH", "DEFAULT_HORIZON", "TrainOptions", "parse_model_options",
            "column_names", "train_arguments", "horizon_argument"]
@@ -71,7 +73,8 @@ class TrainOptions:
     `model` (a command-line name), `epochs`, `batch_size`, `trainer` (`"auto"`, `"lm"`,
     `"adam"`), `time_budget` (seconds), `seq_length`, `prediction_window`,
     `positional_encoding` (`False`, `True` or a placement's name), `reduced_dim`,
-    `model_options` (constructor arguments), `n_trajectories`, `x64`, `seed`, `horizon`
+    `model_options` (constructor arguments), `symmetry` (the canonical spec of a symmetry
+    the model keeps, `--symmetry`), `n_trajectories`, `x64`, `seed`, `horizon`
     (steps of the long-horizon evaluation, 0: none), `particles` (the spatial dimension
     of the particles of a `data` file, whose escapes are measured in their centre-of-mass
     frame; `None`: the system's, none for a file), `stride` (the data keep every
@@ -99,6 +102,7 @@ class TrainOptions:
     positional_encoding: bool | str = False
     reduced_dim: int | None = None
     model_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    symmetry: str | None = None
     n_trajectories: int | None = None
     x64: bool = False
     seed: int = 0
@@ -129,13 +133,17 @@ class TrainOptions:
                              "--system brings its own Hamiltonian")
         if self.hamiltonian_separable and self.hamiltonian is None:
             raise ValueError("--hamiltonian-separable applies to --hamiltonian MODULE:FUNCTION")
+        resolve_symmetry(self.symmetry)  # a spec of geomlearn.symmetries, or None
 
     @classmethod
     def from_args(cls, args) -> TrainOptions:
         """The options of the parsed flags of `geomlearn train`: the system (default
         `pendulum`, none with `--data`) and the model by their command-line names;
-        `CLIError` for an unknown name, a malformed `--model-option` or a bad number."""
-        model = user(resolve_model, args.model).name
+        `CLIError` for an unknown name, a malformed `--model-option` or `--symmetry`, or a
+        bad number."""
+        spec = user(resolve_model, args.model)
+        symmetry, model_options = symmetry_option(
+            spec, args.symmetry, user(parse_model_options, args.model_option))
         if args.hamiltonian is not None and args.system is not None:
             raise CLIError("--hamiltonian and --system exclude each other: a built-in system "
                            "brings its own Hamiltonian (give --data FILE with --hamiltonian)")
@@ -145,11 +153,11 @@ class TrainOptions:
             hamiltonian=user(hamiltonian_reference, args.hamiltonian),
             hamiltonian_separable=bool(args.hamiltonian_separable),
             q_columns=column_names(args.q_columns), p_columns=column_names(args.p_columns),
-            val_fraction=args.val_fraction, model=model,
+            val_fraction=args.val_fraction, model=spec.name,
             epochs=args.epochs, batch_size=args.batch_size, trainer=args.trainer,
             time_budget=args.time_budget, seq_length=args.seq_length,
             prediction_window=args.prediction_window, positional_encoding=args.positional_encoding,
-            reduced_dim=args.reduced_dim, model_options=user(parse_model_options, args.model_option),
+            reduced_dim=args.reduced_dim, model_options=model_options, symmetry=symmetry,
             n_trajectories=args.n_trajectories, x64=bool(args.x64), seed=args.seed,
             horizon=args.horizon, particles=args.particles, stride=args.stride, out=args.out,
             force=bool(args.force))
@@ -250,6 +258,7 @@ def train_arguments(t) -> None:
     t.add_argument("--model-option", nargs="+", action="extend", default=None, metavar="NAME=VALUE",
                    help="a constructor argument of the model instead of the command line's size, e.g. "
                         "L=2 width=16 (see the model's docstring; repeatable; run.json records them)")
+    symmetry_argument(t)
     t.add_argument("--n-trajectories", type=int, default=None, help="use this many trajectories of the data set (rigid body default 64)")
     t.add_argument("--x64", action="store_true", help="compute in float64 (JAX's 64-bit mode, this process only)")
     t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")

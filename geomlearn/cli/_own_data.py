@@ -36,6 +36,7 @@ class DataFile:
     dim: int
     canonical: bool
     labels: tuple[str, ...]
+    particle_dimension: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +189,8 @@ def from_file(options: TrainOptions, spec) -> OwnData:
                        "of the file is used")
     source = pathlib.Path(options.data)
     data = read_trajectories(source, q_columns=options.q_columns, p_columns=options.p_columns)
-    shape = DataFile(dim=data.dim, canonical=data.dim % 2 == 0, labels=state_names(data, data.dim))
+    shape = DataFile(dim=data.dim, canonical=data.dim % 2 == 0, labels=state_names(data, data.dim),
+                     particle_dimension=options.particles or 0)
     check_model_fits(spec, shape, source)
     if options.particles is not None:
         try:

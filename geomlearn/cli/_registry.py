@@ -32,6 +32,7 @@ from ._plans import (
     LiftPlan,
     ReductionPlan,
 )
+from ._particle_layout import ParticleLayout
 from ._specs import ModelSpec
 
 __all__ = ["ModelSpec", "MODELS", "register_model", "resolve_model", "spec_of"]
@@ -96,6 +97,8 @@ for _spec in (
               compatibility=Canonical()),
     ModelSpec(name="psympnet", cls=models.PSympNet, defaults={"n_layers": 8, "max_degree": 4},
               compatibility=Canonical()),
+    ModelSpec(name="pair-sympnet", cls=models.PairSympNet, defaults={"n_layers": 4, "width": 16},
+              compatibility=Canonical(), arguments=ParticleLayout()),
     ModelSpec(name="rsympnet", cls=models.RSympNet, defaults={"n_layers": 8, "width": 4},
               compatibility=Canonical()),
     ModelSpec(name="lpnet", cls=models.LiePoissonNet, defaults={"n_layers": 6, "width": 2},

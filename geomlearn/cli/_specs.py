@@ -15,6 +15,7 @@ import dataclasses
 import inspect
 from typing import Any, final
 
+from ..symmetries import resolve_symmetry
 from ._compatibility import AbstractCompatibility, Unconstrained
 from ._evaluations import AbstractEvaluation, IntegratorEvaluation
 from ._plans import AbstractArguments, AbstractPlan, IntegratorPlan, StateDimension
@@ -90,18 +91,21 @@ class ModelSpec:
                                     overrides=overrides, key=key, system=system)
 
     def build_for(self, system, *, key, seq_length=None, prediction_window=None,
-                  positional_encoding=False, reduced_dim=None, model_options=None):
+                  positional_encoding=False, reduced_dim=None, model_options=None, symmetry=None):
         """`(model, fit_options)`: the model for `system` with the command line's options.
 
         Window models get `prediction_window = seq_length` by default (the rollout then
         iterates the model map itself and keeps its structure); `fit_options` holds the
         `seq_length`/`prediction_window` to pass to `fit` and `evaluate`.
         `model_options` (`--model-option`) replace the spec's `defaults` or set other
-        constructor arguments (e.g. `{"width": 12, "L": 2}`). Options that do not apply
-        raise `ValueError`.
+        constructor arguments (e.g. `{"width": 12, "L": 2}`); `symmetry` (`--symmetry`, a
+        spec of `geomlearn.symmetries`) must fit the system's positions. Options that do
+        not apply raise `ValueError`.
         """
         params = inspect.signature(self.cls.__init__).parameters
         chosen = self._checked_options(params, model_options or {})
+        if symmetry is not None:
+            chosen["symmetry"] = _checked_symmetry(self.name, params, symmetry, system.dim)
         overrides, options = {}, {}
         if self.windows:
             overrides, options = _window_options(params, seq_length, prediction_window,
@@ -168,6 +172,17 @@ class ModelSpec:
     def check(self, model, points, *, prediction_window=None, dt=None):
         """`evaluation.check`."""
         return self.evaluation.check(model, points, prediction_window=prediction_window, dt=dt)
+
+
+def _checked_symmetry(name: str, params, symmetry: str, dim: int) -> str:
+    """`symmetry`, once it fits `dim // 2` positions of a model that takes one."""
+    if "symmetry" not in params:
+        raise ValueError(f"--symmetry does not apply to {name} (its constructor takes no symmetry=)")
+    try:
+        resolve_symmetry(symmetry, dim // 2)
+    except ValueError as e:
+        raise ValueError(f"--symmetry {symmetry}: {e}") from None
+    return symmetry
 
 
 def _window_options(params, seq_length, prediction_window, positional_encoding):
