@@ -223,3 +223,16 @@ def test_an_invariant_that_is_zero_is_scaled_by_the_size_of_its_terms():
     energy = lambda z: 0.5 * (z[2] ** 2 + z[3] ** 2)  # noqa: E731
     assert invariant_scale(energy, z0) == pytest.approx(9.0, rel=1e-12)
     assert invariant_scale(lambda z: 0.0 * z[0], z0) == 1.0
+
+
+def test_a_momentum_map_the_system_measures_is_measured_once():
+    """On the Kepler problem the rotation's momentum map is the system's angular momentum:
+    reported under the system's name only; on a system without it (the Hénon–Heiles
+    potential has no rotation symmetry) it is reported as the momentum map (control)."""
+    from geomlearn.evaluation._invariants import invariants_of
+
+    model = gl.GSympNet(4, n_layers=1, width=2, symmetry="rotation:0,1", key=jax.random.PRNGKey(0))
+    state = jnp.array([1.0, 0.2, -0.1, 0.9])
+    on_kepler = invariants_of(model, gl.systems.Kepler(), state=state)
+    assert "angular_momentum" in on_kepler and "momentum_map_0" not in on_kepler
+    assert "momentum_map_0" in invariants_of(model, gl.systems.HenonHeiles(), state=state)

@@ -7,7 +7,8 @@ Four sources, merged under distinct names:
 - the momentum map $\mu(z) \in \mathbb{R}^k$ of the model's symmetry, when it has one
   (`model.kept_symmetry()`, see `geomlearn.symmetries`), one component a name:
   `"momentum_map_0"`, …, `"momentum_map_{k-1}"` — by Noether's theorem such a model
-  conserves them for every parameter value;
+  conserves them for every parameter value; a component equal to an invariant of the
+  system (its total momentum, under the system's name) is measured once, by that name;
 - the user's: `{name: f}` with `f(z)` a real scalar of one state `(d,)`, traceable by
   JAX (it is evaluated under `jit` and `vmap`).
 
@@ -101,9 +102,9 @@ def invariants_of(model, system, user=None, *, state) -> dict:
     `state` (the data's first state, `(d,)`); `ValueError` on a bad or repeated one."""
     found = {} if system is None else dict(system.invariants)
     owner = dict.fromkeys(found, f"an invariant of {type(system).__name__}")
+    momenta = _not_among(momentum_invariants(model, state), found, state)
     for source, more in (("learned by the model", model.learned_invariants()),
-                         ("the momentum map of the model's symmetry",
-                          momentum_invariants(model, state))):
+                         ("the momentum map of the model's symmetry", momenta)):
         found.update(more)
         owner.update(dict.fromkeys(more, source))
     if user is None:
@@ -118,6 +119,22 @@ def invariants_of(model, system, user=None, *, state) -> dict:
                              "give yours another name")
         found[name] = checked
     return found
+
+
+def _not_among(candidates: dict, known: dict, state) -> dict:
+    """`candidates` without those equal to a `known` function (the system's total momentum
+    under its own name): equal, to round-off, at three random states near `state`."""
+    if not candidates or not known:
+        return candidates
+    points = state[None] + jax.random.normal(jax.random.PRNGKey(0), (3,) + state.shape, state.dtype)
+    values = {n: np.asarray(jax.vmap(f)(points), np.float64) for n, f in known.items()}
+    kept = {}
+    for name, fn in candidates.items():
+        mine = np.asarray(jax.vmap(fn)(points), np.float64)
+        if not any(v.shape == mine.shape and np.allclose(v, mine, rtol=1e-6, atol=1e-6 * (
+                1.0 + np.max(np.abs(mine)))) for v in values.values()):
+            kept[name] = fn
+    return kept
 
 
 def _per_trajectory(deviation, scale):
