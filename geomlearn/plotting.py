@@ -34,7 +34,7 @@ def _pyplot(path):
 
 
 def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
-           canonical: bool = True) -> bool:
+           canonical: bool = True, columns: tuple[int, int] | None = None) -> bool:
     """Write a report figure: the rollout against the reference in phase space, the
     invariant error over time, the loss curves, and — for an evaluation with a long
     horizon (`evaluate(..., horizon=N)`) — the invariant drift against the step on
@@ -46,7 +46,8 @@ def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
     **Arguments:** `path` (an image file); `history` (from `fit`); `evaluation` (the
     `geomlearn.Evaluation` returned by `evaluate`); `loss_name` (the y-axis label);
     `labels` (names of the state components); `canonical` (plot `q_1` against `p_1`,
-    otherwise the first two components).
+    otherwise the first two components) or `columns` (the indices of the two
+    components to plot instead).
 
     **Returns:** `True`, or `False` (with a message on stderr) when matplotlib is missing.
     """
@@ -59,6 +60,11 @@ def report(path, *, history, evaluation, loss_name: str = "relative", labels=(),
     labels = list(labels)
     d = reference.shape[-1]
     a, b = (0, d // 2) if canonical else (0, min(1, d - 1))
+    if columns is not None:
+        a, b = (int(i) for i in columns)
+        if not (0 <= a < d and 0 <= b < d):
+            raise ValueError(f"columns must be two indices of the {d} state components, "
+                             f"got {columns}")
     name = lambda i: labels[i] if i < len(labels) else f"z{i + 1}"  # noqa: E731
     long, classical = evaluation.long_horizon, evaluation.get("work_precision")
     n_panels = 3 + (long is not None) + (classical is not None)

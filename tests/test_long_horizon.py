@@ -493,3 +493,61 @@ def test_command_line_horizon_and_escape_warning(tmp_path, capsys):
     assert "warning" not in capsys.readouterr().out
     assert cli.main(["evaluate", str(tmp_path), "--horizon", "-1"]) == 2
     assert "--horizon must be at least 0" in capsys.readouterr().err
+
+
+# ------------------------------------------- independent starts and stored references
+
+
+def test_a_stored_reference_gives_the_valid_time_beyond_the_data():
+    # the reference is the oscillator's exact flow over 300 steps, the evaluation data 20
+    theta = DT * (1 + 7e-3)
+    long = oscillator_data(300)
+    m = gl.evaluate(LinearMap(theta=theta), None, oscillator_data(), horizon=400,
+                    horizon_reference=long)["long_horizon"]
+    assert m["valid_time"] == [crossing(theta - DT)] * 2 == [143, 143]
+    assert m["reference_method"] == "the given trajectories" and m["reference_steps"] == 300
+    # the reference ends at step 300: the step is flagged, nothing is measured beyond
+    assert m["reference_failed_step"] == [301, 301]
+    exact = gl.evaluate(LinearMap(), None, oscillator_data(), horizon=400,
+                        horizon_reference=long)
+    assert exact["long_horizon"]["valid_time"] == [None, None]
+    assert "they end at step 300: not measured beyond" in exact.summary(title="t")
+    # negative control: a reference that is not the model's flow ends the valid time early
+    wrong = gl.TrajectoryData(long.states * jnp.asarray([[[1.0, 1.2]]]), DT)
+    m = gl.evaluate(LinearMap(), None, oscillator_data(), horizon=400,
+                    horizon_reference=wrong)["long_horizon"]
+    assert all(v is not None and v < 143 for v in m["valid_time"])
+
+
+def test_horizon_data_start_the_long_horizon_from_independent_states():
+    theta = DT * (1 + 7e-3)
+    others = gl.TrajectoryData(jnp.asarray(oscillator_data(5).states[:, :, ::-1] * 0.5), DT)
+    m = gl.evaluate(LinearMap(theta=theta), HarmonicOscillator(), oscillator_data(),
+                    horizon=400, horizon_data=others)
+    lh = m["long_horizon"]
+    # the long horizon starts from the other trajectories, the system integrated from them
+    assert lh["n_trajectories"] == 2 and lh["reference_method"] == "gauss_legendre6"
+    assert lh["valid_time"] == [143, 143] and lh["reference_steps"] is None
+    assert m["n_trajectories"] == 2 and m["n_steps"] == 20  # the short-term errors: the data's
+    # the starts differ from the evaluation data's: the escape bound is the data's radius,
+    # so states of half the norm (and swapped) are inside it
+    assert lh["n_escaped"] == 0
+
+
+def test_independent_starts_and_references_are_checked():
+    data = oscillator_data()
+    with pytest.raises(ValueError, match="dimension 4; the evaluation's have 2"):
+        gl.evaluate(LinearMap(), None, data, horizon=10,
+                    horizon_reference=jnp.zeros((2, 30, 4)))
+    with pytest.raises(ValueError, match="time step 0.2; the evaluation's is 0.1"):
+        gl.evaluate(LinearMap(), None, data, horizon=10,
+                    horizon_data=gl.TrajectoryData(data.states, 0.2))
+    with pytest.raises(ValueError, match="not both"):
+        gl.evaluate(LinearMap(), None, data, horizon=10, horizon_data=data,
+                    horizon_reference=data)
+    with pytest.raises(ValueError, match="give horizon=N too"):
+        gl.evaluate(LinearMap(), None, data, horizon_reference=data)
+    with pytest.raises(ValueError, match="give no system"):
+        long_horizon(LinearMap(), LinearMap().task(), data.states, horizon=10, invariants={},
+                     system=HarmonicOscillator(), integrator=GaussLegendre6(), dt=DT,
+                     stored_reference=True)

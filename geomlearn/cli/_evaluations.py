@@ -37,6 +37,9 @@ class AbstractEvaluation(AbstractPolicy):
     """How a trained model is evaluated, reported and checked."""
 
     needs_system: ClassVar[bool]
+    #: whether `evaluate` takes the user's invariants and long-horizon starts
+    #: (`--invariants`, `--test-data`, `--reference`)
+    user_options: ClassVar[bool] = True
 
     @abc.abstractmethod
     def structure(self, cls: type) -> str:
@@ -78,10 +81,14 @@ def _against_classical(result, model, system, data):
 
 
 def _integrator_report(path, run: dict, history: dict, evaluation) -> bool:
-    """`geomlearn.plotting.report` of an integrator's run."""
+    """`geomlearn.plotting.report` of an integrator's run (the phase plane of the
+    run's `--plot-columns`, checked when it was trained)."""
+    labels = run.get("labels") or ()
+    columns = (run.get("options") or {}).get("plot_columns")
     return report(path, history=history, evaluation=evaluation,
-                  loss_name=run.get("loss", "relative"), labels=run.get("labels") or (),
-                  canonical=bool(run.get("canonical", True)))
+                  loss_name=run.get("loss", "relative"), labels=labels,
+                  canonical=bool(run.get("canonical", True)),
+                  columns=None if not columns else tuple(list(labels).index(c) for c in columns))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +160,7 @@ class ReductionEvaluation(AbstractEvaluation):
     `"symplectic"`."""
 
     needs_system: ClassVar[bool] = True
+    user_options: ClassVar[bool] = False
 
     def structure(self, cls):
         return "symplectic"

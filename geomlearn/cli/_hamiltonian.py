@@ -36,28 +36,29 @@ def _is_file(module: str) -> bool:
     return module.endswith(".py") or "/" in module or os.sep in module
 
 
-def hamiltonian_reference(text: str | None) -> str | None:
+def hamiltonian_reference(text: str | None, flag: str = "--hamiltonian",
+                          example: str = "my_system.py:H") -> str | None:
     """`MODULE:FUNCTION` checked for its form, a file's path made absolute (`None` stays
-    `None`); `ValueError` for a malformed reference."""
+    `None`); `ValueError` for a malformed reference (naming `flag`)."""
     if text is None:
         return None
     module, sep, function = str(text).rpartition(":")
     if not sep or not module or not all(part.isidentifier() for part in function.split(".")):
-        raise ValueError(f"--hamiltonian expects MODULE:FUNCTION (a module name or a .py file, "
-                         f"and the function's name, e.g. my_system.py:H), got {text!r}")
+        raise ValueError(f"{flag} expects MODULE:FUNCTION (a module name or a .py file, "
+                         f"and the function's name, e.g. {example}), got {text!r}")
     if _is_file(module):
         module = str(pathlib.Path(module).resolve())
     return f"{module}:{function}"
 
 
-def _import(module: str, reference: str):
+def _import(module: str, reference: str, flag: str):
     """The module `module`: a `.py` file executed as a module, or a module imported by
-    name with the current folder on `sys.path`."""
+    name with the current folder on `sys.path` (errors name `flag reference`)."""
     try:
         if _is_file(module):
             path = pathlib.Path(module)
             if not path.is_file():
-                raise CLIError(f"--hamiltonian {reference}: no file {path}")
+                raise CLIError(f"{flag} {reference}: no file {path}")
             name = f"_geomlearn_hamiltonian_{path.stem}"
             spec = importlib.util.spec_from_file_location(name, path)
             loaded = importlib.util.module_from_spec(spec)
@@ -79,25 +80,25 @@ def _import(module: str, reference: str):
     except CLIError:
         raise
     except ModuleNotFoundError as e:
-        raise CLIError(f"--hamiltonian {reference}: no module named {e.name!r} (give a module "
+        raise CLIError(f"{flag} {reference}: no module named {e.name!r} (give a module "
                        "importable from the current folder or sys.path, or a path to a .py "
                        "file)") from None
     except Exception as e:  # the user's module: any error while importing it
-        raise CLIError(f"--hamiltonian {reference}: cannot import {module}: "
+        raise CLIError(f"{flag} {reference}: cannot import {module}: "
                        f"{_one_line(e)}") from None
 
 
-def load_hamiltonian(reference: str):
-    """The function `MODULE:FUNCTION` names; `CLIError` (one line) for a module that
-    cannot be imported or a name that is missing or not callable."""
+def load_hamiltonian(reference: str, flag: str = "--hamiltonian"):
+    """The function `MODULE:FUNCTION` names; `CLIError` (one line, naming `flag`) for a
+    module that cannot be imported or a name that is missing or not callable."""
     module, _, name = reference.rpartition(":")
-    found = _import(module, reference)
+    found = _import(module, reference, flag)
     for part in name.split("."):
         if not hasattr(found, part):
-            raise CLIError(f"--hamiltonian {reference}: {module} has no function {name!r}")
+            raise CLIError(f"{flag} {reference}: {module} has no function {name!r}")
         found = getattr(found, part)
     if not callable(found):
-        raise CLIError(f"--hamiltonian {reference}: {name} is a {type(found).__name__}, not a "
+        raise CLIError(f"{flag} {reference}: {name} is a {type(found).__name__}, not a "
                        "function")
     return found
 

@@ -18,6 +18,7 @@ from ..symmetries import resolve_symmetry
 from ._system_names import resolve_system
 from ._errors import CLIError, user
 from ._hamiltonian import hamiltonian_reference
+from ._long_flags import long_arguments, long_option_values
 from ._registry import resolve_model
 from ._symmetry import symmetry_argument, symmetry_option
 
@@ -78,8 +79,10 @@ class TrainOptions:
     (steps of the long-horizon evaluation, 0: none), `particles` (the spatial dimension
     of the particles of a `data` file, whose escapes are measured in their centre-of-mass
     frame; `None`: the system's, none for a file), `stride` (the data keep every
-    `stride`-th step of their recipe's time step; 1 with `data`), and where the run is
-    written, `out` and `force` (not recorded). `None` leaves a choice to the run
+    `stride`-th step of their recipe's time step; 1 with `data`), what the evaluation adds
+    (`invariants`, `MODULE:FUNCTION`; `test_data` and `reference`, absolute paths;
+    `plot_columns`; see `geomlearn.cli._long_options`), and where the run is written,
+    `out` and `force` (not recorded). `None` leaves a choice to the run
     (`resolved`). Counts below 1, a time budget that is not positive, a negative
     horizon, a stride with `data` or a Hamiltonian without it raise `ValueError` naming
     the flag.
@@ -109,6 +112,10 @@ class TrainOptions:
     horizon: int = DEFAULT_HORIZON
     particles: int | None = None
     stride: int = 1
+    invariants: str | None = None
+    test_data: str | None = None
+    reference: str | None = None
+    plot_columns: tuple[str, str] | None = None
     out: str | None = None
     force: bool = False
 
@@ -134,6 +141,14 @@ class TrainOptions:
         if self.hamiltonian_separable and self.hamiltonian is None:
             raise ValueError("--hamiltonian-separable applies to --hamiltonian MODULE:FUNCTION")
         resolve_symmetry(self.symmetry)  # a spec of geomlearn.symmetries, or None
+        if self.test_data is not None and self.reference is not None:
+            raise ValueError("--test-data and --reference exclude each other: the long horizon "
+                             "starts from one set of trajectories")
+        for flag, value in (("--test-data", self.test_data), ("--reference", self.reference)):
+            if value is not None and not self.horizon:
+                raise ValueError(f"{flag} is for the long horizon: give --horizon N > 0")
+        if self.plot_columns is not None and len(self.plot_columns) != 2:
+            raise ValueError(f"--plot-columns takes two column names, got {self.plot_columns}")
 
     @classmethod
     def from_args(cls, args) -> TrainOptions:
@@ -160,7 +175,7 @@ class TrainOptions:
             reduced_dim=args.reduced_dim, model_options=model_options, symmetry=symmetry,
             n_trajectories=args.n_trajectories, x64=bool(args.x64), seed=args.seed,
             horizon=args.horizon, particles=args.particles, stride=args.stride, out=args.out,
-            force=bool(args.force))
+            force=bool(args.force), **user(long_option_values, args))
 
     def resolved(self, fit_options: dict, *, epochs, batch_size, time_budget) -> TrainOptions:
         """These options with what the run chose: the window length and prediction
@@ -198,7 +213,7 @@ class TrainOptions:
             data_file = run.get("data_file")
             if isinstance(data_file, dict) and data_file.get("path") is not None:
                 values["data"] = data_file["path"]
-        for name in ("q_columns", "p_columns"):
+        for name in ("q_columns", "p_columns", "plot_columns"):
             if isinstance(values.get(name), list):
                 values[name] = tuple(values[name])
         if values.get("model_options") is None:
@@ -272,5 +287,6 @@ def train_arguments(t) -> None:
                    help="with --data: the positions are particles in K dimensions (x1 y1 x2 y2 "
                         "…, momenta alike) moving under forces of their differences; the long "
                         "horizon measures escapes in their centre-of-mass frame")
+    long_arguments(t)
     t.add_argument("--out", default=None, help="output folder (default runs/<system>-<model>-<time>-<id>)")
     t.add_argument("--force", action="store_true", help="write into a non-empty --out folder")

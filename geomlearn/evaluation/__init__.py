@@ -20,6 +20,7 @@ r"""Evaluation: how good a trained model is, measured against reference trajecto
 from .._format import fmt as fmt  # the number format of the reports, used by the command line
 from ._dissipation import dissipation_metrics
 from ._frame import frame_projection
+from ._invariants import invariants_of
 from ._integrator import (
     CHECK_TOLERANCE,
     Evaluation,
@@ -75,6 +76,7 @@ __all__ = [
     "N_SERIES",
     "CHUNK",
     "frame_projection",
+    "invariants_of",
     "work_precision",
     "WorkPrecision",
     "WorkPoint",

@@ -37,15 +37,9 @@ from ..integrators import AbstractIntegrator, IntegrationError, as_integrator, i
 from ..rollout import check_model, model_rollout
 from ..structures import structure_named
 from ._baselines import classical_method, classical_step_error, identity_rollout
-from ._frame import (
-    clock_components,
-    data_centre,
-    data_radius,
-    frame_projection,
-    particle_dimension,
-)
 from ._invariants import invariant_drifts, invariants_of
-from ._long_horizon import LongHorizon, long_horizon, long_horizon_rows
+from ._long_horizon import LongHorizon, long_horizon_rows
+from ._long_setup import checked_horizon, horizon_start, long_horizon_of
 from ._states import reference_states
 from ._timing import timed
 
@@ -339,44 +333,6 @@ def _reference_rate(system, states, dt, integrator):
     return n_traj * N / seconds
 
 
-def _bound(states, centre, clock, bound, particles=0) -> float:
-    """The data's radius: `bound` if given, else the largest distance of a state of
-    `states` from `centre`, the clock components left out (in the centre-of-mass frame
-    of `particles`)."""
-    if bound is None:
-        return data_radius(states, centre, clock, particles)
-    if not (isinstance(bound, (int, float)) and np.isfinite(bound) and bound > 0):
-        raise ValueError(f"bound must be a finite number > 0, got {bound!r}")
-    return float(bound)
-
-
-def _checked_horizon(system, states, horizon, horizon_method, particles) -> int | None:
-    """`horizon` checked, with the options of the long horizon (before any rollout)."""
-    if horizon is None:
-        return None
-    horizon = check_int("horizon", horizon, minimum=1)
-    as_integrator(horizon_method)
-    if particles:  # refused before any rollout when the state is not such particles
-        frame_projection(states.shape[-1], clock_components(system, states),
-                         check_int("particles", particles, minimum=0))
-    return horizon
-
-
-def _long_horizon(model, system, states, task, dt, *, horizon, keep_states, method, bound,
-                  invariants, scales, particles=None):
-    """The `LongHorizon` of `evaluate(..., horizon=...)`: escapes about the reference's
-    centre, norms without the system's clock, `invariants` (learned ones over their
-    `scales`)."""
-    clock = clock_components(system, states)
-    particles = particle_dimension(system) if particles is None else particles
-    centre = data_centre(states, clock, particles)
-    return long_horizon(
-        model, task, states, horizon=horizon, invariants=invariants,
-        bound=_bound(states, centre, clock, bound, particles), system=system,
-        integrator=as_integrator(method), dt=dt, keep_states=keep_states, centre=centre,
-        time_components=clock, particles=particles, scales=scales)
-
-
 def evaluate(
     model,
     system,
@@ -395,6 +351,8 @@ def evaluate(
     bound: float | None = None,
     particles: int | None = None,
     invariants: dict | None = None,
+    horizon_data=None,
+    horizon_reference=None,
 ) -> Evaluation:
     r"""Measure a trained model against reference trajectories (of `system`, or of
     unknown dynamics: `system=None`) by the metrics of the module documentation.
@@ -403,26 +361,26 @@ def evaluate(
 
     - `model`: a trained geomlearn model; `system`: the `geomlearn.systems` object the
       reference comes from (its `invariants` are measured), `None` for measured data.
-    - `reference`: a `TrajectoryData` (of unequal lengths: the first states of each, as
-      many as the shortest has) or states `(B, n_steps + 1, d)` or `(n_steps + 1, d)`.
-      The model is rolled out from each trajectory's first state (a transformer from its
-      first `T` states) for `n_steps` steps.
-    - `dt`: the time step of an array `reference` (a Hamiltonian network, the reference
-      timing and the long horizon need it; without it the reference speed is `None`).
-    - `horizons`: the steps of the trajectory error (default `default_horizons(n_steps)`).
-    - `prediction_window`, `seq_length`: for transformers, as in `fit` and `iterate`;
-      `n_structure_points`: the reference states (windows) where the structure is checked.
-    - `method`: the timed reference integrator (an `AbstractIntegrator` or a name of
-      `geomlearn.integrators.METHODS`); `key` picks the structure points (default fixed).
+    - `reference`: a `TrajectoryData` (unequal lengths: as many first states of each as
+      the shortest has) or states `(B, n_steps + 1, d)` or `(n_steps + 1, d)`; the model
+      is rolled out from each first state (window) for `n_steps` steps.
+    - `dt`: the time step of an array `reference` (needed by a Hamiltonian network, the
+      reference timing and the long horizon). `horizons`: the steps of the trajectory
+      error (default `default_horizons(n_steps)`). `prediction_window`, `seq_length`: for
+      transformers, as in `fit`; `n_structure_points`: the states of the structure check.
+    - `method`: the timed reference integrator (an `AbstractIntegrator` or a name);
+      `key` picks the structure points (default fixed).
     - `horizon`: also a streamed rollout of this many steps (`long_horizon`) against
       `system` integrated by `horizon_method` (default 6th-order Gauss–Legendre);
       `keep_states` keeps its states; `bound` is the data's radius $B$ of the escape test
       (a rollout escapes beyond $10B$ from the reference's mean; default the largest
       distance of a reference state from it); a driven system's clock is left out.
       `particles`: the spatial dimension of the particles whose positions and momenta
-      make the state (forces of differences only): escapes are measured in their
-      centre-of-mass frame; `0` for a state that is not particles; default the
-      system's `particle_dimension` (`0` without a system).
+      make the state: escapes are measured in their centre-of-mass frame (`0`: not
+      particles; default the system's `particle_dimension`, `0` without). `horizon_data`:
+      independent trajectories (as `reference`) the long horizon starts from instead;
+      `horizon_reference`: long trajectories it starts from and is compared with (no
+      system integrated; no valid time beyond their length).
     - `invariants`: the user's `{name: f}`, `f(z)` a real number of one state `(d,)`,
       measured beside the system's, a learned energy and a symmetry's momentum map
       (`"momentum_map_0"`, …). A name already measured, or an `f` that raises, is not
@@ -441,7 +399,8 @@ def evaluate(
     states, dt = reference_states(reference, dt)
     horizons = _checked_horizons(model, system, states, horizons)
     n_structure_points = check_int("n_structure_points", n_structure_points, minimum=1)
-    horizon = _checked_horizon(system, states, horizon, horizon_method, particles)
+    horizon = checked_horizon(system, states, horizon, horizon_method, particles)
+    start = horizon_start(states, dt, horizon, horizon_data, horizon_reference)
     measured = invariants_of(model, system, invariants, state=states[0, 0])
     n_traj, N, _ = states.shape
 
@@ -479,8 +438,9 @@ def evaluate(
     }
     long = None
     if horizon is not None:
-        long = _long_horizon(model, system, states, task, dt, horizon=horizon,
+        long = long_horizon_of(model, system, states, task, dt, horizon=horizon,
                              keep_states=keep_states, method=horizon_method, bound=bound,
-                             invariants=measured, scales=scales, particles=particles)
+                             invariants=measured, scales=scales, particles=particles,
+                             start=start)
         metrics["long_horizon"] = long.metrics
     return Evaluation(metrics, rollout, states, series, checked, long)

@@ -52,6 +52,7 @@ import numpy as np
 from .._format import fmt
 from .._validation import check_int
 from ._frame import data_centre, data_radius, frame_projection, kept_components
+from ._references import IntegratedReference, StoredReference
 from ._states import invariant_scale
 
 __all__ = [
@@ -192,19 +193,6 @@ def _update(acc, new, ref, ref_ok, t, consts, plan: _Plan):
     return acc
 
 
-def _reference_chunk(system, integrator, dt, rstate, length: int):
-    """`length` steps of the reference integrator: `(states (C, d), ok (C,), rstate)`."""
-
-    def body(carry, _):
-        r, ok = carry
-        r, converged = integrator.step(system, r, dt)
-        ok = ok & converged & jnp.all(jnp.isfinite(r))
-        return (r, ok), (r, ok)
-
-    rstate, (rs, oks) = jax.lax.scan(body, rstate, None, length=length)
-    return rs, oks, rstate
-
-
 def _initial_acc(n_inv: int, n_samples: int, dtype):
     none = jnp.asarray(-1, jnp.int32)
     zero = jnp.zeros((), dtype)
@@ -220,11 +208,12 @@ def _initial_acc(n_inv: int, n_samples: int, dtype):
 
 
 @eqx.filter_jit
-def _stream(model, task, initial, ref_start, start, floors, consts, reference, plan: _Plan):
+def _stream(model, task, initial, rstates, start, floors, consts, reference, plan: _Plan):
     """The vmapped streaming scan: per initial state, the accumulated statistics (and,
-    with `plan.keep_states`, the new states of every chunk)."""
+    with `plan.keep_states`, the new states of every chunk); `reference` is a source of
+    `geomlearn.evaluation._references` (`rstates` its per-trajectory start) or `None`."""
     C, n_init = plan.chunk, plan.n_init
-    dtype = ref_start.dtype
+    dtype = start.dtype
 
     def one(mstate, rstate, start_values, floor):
         def body(carry, c):
@@ -235,19 +224,17 @@ def _stream(model, task, initial, ref_start, start, floors, consts, reference, p
             t = n_init + c * C + jnp.arange(C, dtype=jnp.int32)
             ref = ok = None
             if reference is not None:
-                system, integrator, dt = reference
-                ref, ok, rstate = _reference_chunk(system, integrator, dt, rstate, C)
+                ref, ok, rstate = reference.chunk(rstate, t)
             acc = _update(acc, new, ref, ok, t, dict(consts, start=start_values, floor=floor),
                           plan)
             return (mstate, rstate, acc), (new if plan.keep_states else None)
 
         acc0 = _initial_acc(len(consts["fns"]), len(plan.samples), dtype)
-        rstate0 = None if reference is None else (rstate, jnp.asarray(True))
         steps = jnp.arange(plan.n_chunks, dtype=jnp.int32)
-        (_, _, acc), kept = jax.lax.scan(body, (mstate, rstate0, acc0), steps)
+        (_, _, acc), kept = jax.lax.scan(body, (mstate, rstate, acc0), steps)
         return acc, kept
 
-    return jax.vmap(one)(initial, ref_start, start, floors)
+    return jax.vmap(one)(initial, rstates, start, floors)
 
 
 def _plan(model, task, horizon: int, keep_states: bool, n_series: int, chunk: int) -> _Plan:
@@ -340,6 +327,7 @@ def long_horizon(
     time_components=(),
     particles: int = 0,
     scales: dict | None = None,
+    stored_reference: bool = False,
 ) -> LongHorizon:
     r"""Stream a rollout of `horizon` steps from each trajectory's start (see the module
     documentation for what is measured).
@@ -359,7 +347,9 @@ def long_horizon(
       positions describe: escapes are measured in the centre-of-mass frame
       (`geomlearn.evaluation._frame.frame_projection`), where `centre` is given.
     - `system`, `integrator`, `dt`: the reference (a system, an `AbstractIntegrator` and
-      the data's time step); without all three there is no valid time.
+      the data's time step); without all three there is no valid time. Or
+      `stored_reference=True`: `states` themselves are the reference over their length
+      $L$ (measured or long computed trajectories; no system): no valid time beyond it.
     - `keep_states`: also return the whole rollout `(B, horizon + 1, d)`; `n_series`,
       `chunk`: about how many log-spaced steps the drift series keeps, states per chunk
       (memory `B · chunk · d`).
@@ -370,17 +360,12 @@ def long_horizon(
     `min_escape_step`, `median_escape_step` (rollouts that did not escape count as beyond
     the horizon: `None` unless at least half escaped), `min_valid_time` (the worst),
     `median_valid_time`, `valid_tolerance`, `valid_floor`, `reference_method`,
-    `reference_failed_step` (per trajectory, the first step where the reference failed),
+    `reference_failed_step` (per trajectory, the first step where the reference failed
+    or, stored, ended), `reference_steps` (a stored reference's $L - 1$, else `None`),
     `trend_steps`, `seconds` (wall time, compilation included), and per invariant
     `max_drift` and `trend` (per trajectory), `worst_max_drift`, `worst_trend` (of
-    largest magnitude), `median_max_drift`, `median_trend` and `scale`.
-
-    ```python
-    result = long_horizon(model, model.task(data_dt=data.dt), data.states,
-                          horizon=100_000, invariants=system.invariants, system=system,
-                          integrator=GaussLegendre6(), dt=data.dt)
-    result.metrics["n_escaped"], result.metrics["invariants"]["energy"]["worst_trend"]
-    ```
+    largest magnitude), `median_max_drift`, `median_trend` and `scale`. (`evaluate(...,
+    horizon=N)` calls it with the system's invariants and reference.)
     """
     horizon = check_int("horizon", horizon, minimum=1)
     chunk = check_int("chunk", chunk, minimum=1)
@@ -408,19 +393,21 @@ def long_horizon(
               "tolerance": jnp.asarray(VALID_TOLERANCE, dtype), "bound": jnp.asarray(bound, dtype),
               "centre": jnp.asarray(centre, dtype), "kept": jnp.asarray(kept, dtype),
               "frame": jnp.asarray(frame, dtype)}
-    use_reference = system is not None and integrator is not None and dt is not None
-    reference = (system, integrator, jnp.asarray(dt, dtype)) if use_reference else None
+    reference = _reference_source(system, integrator, dt, dtype, stored_reference)
+    rstates = (None if reference is None else
+               reference.start(states, plan.n_init, plan.n_init + plan.n_chunks * plan.chunk))
     initial = model.initial_states(states, task)
     started = time.perf_counter()
     acc, kept_states = jax.block_until_ready(
-        _stream(model, dataclasses.replace(task, batch=len(initial)), initial, ref_start, start,
+        _stream(model, dataclasses.replace(task, batch=len(initial)), initial, rstates, start,
                 floors, consts, reference, plan))
     seconds = time.perf_counter() - started
     metrics = _summary_metrics(acc, plan, names, bound=bound,
-                               method_name=integrator.name if use_reference else None)
+                               method_name=None if reference is None else reference.name)
     metrics.update(seconds=seconds, data_centre=[float(v) for v in centre],
                    time_components=list(clock), particle_dimension=particles,
-                   valid_floor=VALID_FLOOR)
+                   valid_floor=VALID_FLOOR,
+                   reference_steps=int(states.shape[1]) - 1 if stored_reference else None)
     for i, name in enumerate(names):
         metrics["invariants"][name]["scale"] = float(scale[i])
     full = None
@@ -433,6 +420,19 @@ def long_horizon(
                        drift={name: series[:, i] for i, name in enumerate(names)},
                        max_drift={name: running[:, i] for i, name in enumerate(names)},
                        norm=np.asarray(acc["norm"], dtype=np.float64), states=full)
+
+
+def _reference_source(system, integrator, dt, dtype, stored: bool):
+    """The reference of the valid time: the given states (`stored`), the system
+    integrated alongside the model (all of `system`, `integrator`, `dt`), or `None`."""
+    if stored:
+        if system is not None or integrator is not None:
+            raise ValueError("stored_reference=True compares with the given states: give no "
+                             "system or integrator as well")
+        return StoredReference()
+    if system is None or integrator is None or dt is None:
+        return None
+    return IntegratedReference(system, integrator, jnp.asarray(dt, dtype))
 
 
 def _invariant_start(fns, z0, names, scales: dict):
@@ -465,9 +465,13 @@ def long_horizon_rows(m: dict) -> list[tuple[str, str]]:
         rows.append(("valid time", "n/a (no reference solution)"))
     else:
         crossed = sum(v is not None for v in m["valid_time"])
+        steps = m.get("reference_steps")
+        ends = ("" if steps is None or steps >= m["horizon"] else
+                f"; they end at step {steps}: not measured beyond")
         rows.append(("valid time", f"median step {fmt(m['median_valid_time'])}   min "
                      f"{fmt(m['min_valid_time'])}   ({crossed} of {m['n_trajectories']} beyond "
-                     f"{m['valid_tolerance']:g} relative error vs {m['reference_method']})"))
+                     f"{m['valid_tolerance']:g} relative error vs {m['reference_method']}"
+                     f"{ends})"))
     for name, v in m["invariants"].items():
         trend, median = v["worst_trend"], v.get("median_max_drift")
         rows.append((f"{name}, long", f"max drift {fmt(v['worst_max_drift'])}   trend "
