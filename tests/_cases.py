@@ -91,13 +91,16 @@ MODELS = {
     "GSympNet": Case(
         lambda k, dt: gl.GSympNet(D, n_layers=2, width=5, key=k, dtype=dt), (D,),
         saved=lambda k: gl.GSympNet(2, n_layers=2, width=3, activation="sigmoid", key=k), seed=0,
-        varied=lambda k: gl.GSympNet(2, n_layers=3, width=3, activation=jax.nn.sigmoid, key=k)),
+        varied=lambda k: gl.GSympNet(4, n_layers=3, width=3, activation=jax.nn.sigmoid,
+                                     symmetry="rotation:0,1", key=k)),
     "LASympNet": Case(
         lambda k, dt: gl.LASympNet(D, n_layers=2, n_linear=1, key=k, dtype=dt), (D,),
         saved=lambda k: gl.LASympNet(4, n_layers=2, n_linear=2, key=k), seed=1),
     "HenonNet": Case(
-        lambda k, dt: gl.HenonNet(D, n_layers=2, width=5, key=k, dtype=dt), (D,),
-        saved=lambda k: gl.HenonNet(2, n_layers=2, width=3, key=k), seed=2),
+        lambda k, dt: gl.HenonNet(D, n_layers=2, width=5, key=k, dtype=dt,
+                                  symmetry=gl.symmetries.Rotation(plane=(0, 1))), (D,),
+        saved=lambda k: gl.HenonNet(2, n_layers=2, width=3, key=k), seed=2,
+        varied=lambda k: gl.HenonNet(4, n_layers=2, width=3, symmetry="translation:0", key=k)),
     "PairSympNet": Case(
         lambda k, dt: gl.models.PairSympNet(2, 1, n_layers=2, width=3, key=k, dtype=dt), (D,),
         saved=lambda k: gl.models.PairSympNet(3, 2, n_layers=2, width=3, key=k), seed=21,
