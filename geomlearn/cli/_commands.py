@@ -269,6 +269,8 @@ def train(args) -> int:
     (system_name, system, shape, spec, model, fit_options, train_data, held_out, description,
      record) = _source(options, k_model)
     on = pathlib.Path(options.data).name if options.data is not None else type(system).__name__
+    if options.data is not None and options.particles is None and shape.particle_dimension:
+        options = dataclasses.replace(options, particles=shape.particle_dimension)  # ASE .traj
     model, n_samples, batch = _prepare(spec, model, train_data, fit_options, options)
     against = system if options.data is not None else _evaluated_against(system_name, system)
     added = check_long_options(options, model=model, system=against, held_out=held_out,

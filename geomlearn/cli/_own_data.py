@@ -16,6 +16,7 @@ import sys
 import warnings
 
 import jax
+import numpy as np
 
 from ..data import ColumnLayout, ColumnWarning, TrajectoryData, file_columns, layout_of
 from ..evaluation import frame_projection
@@ -24,7 +25,7 @@ from ._options import TrainOptions, column_names
 
 __all__ = ["DataFile", "OwnData", "file_record", "read_trajectories", "read_as_run",
            "state_names", "check_model_fits", "check_lengths", "split_by_trajectory",
-           "from_file", "split_file", "held_out_of_run"]
+           "from_file", "split_file", "held_out_of_run", "one_run_segments"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,7 +80,7 @@ def read_trajectories(path, *, q_columns=None, p_columns=None) -> TrajectoryData
             warnings.simplefilter("ignore", ColumnWarning)
             return TrajectoryData.read(path, q_columns=_list(q_columns),
                                        p_columns=_list(p_columns))
-    except (ValueError, TypeError, OSError, KeyError) as e:
+    except (ValueError, TypeError, OSError, KeyError, ImportError) as e:  # ImportError: ASE
         message = _one_line(e)
         raise CLIError(message if str(path) in message else f"{path}: {message}") from None
 
@@ -172,6 +173,30 @@ def split_by_trajectory(data: TrajectoryData, val_fraction: float, *, seed: int,
     return train, held_out, how
 
 
+#: The suffix of ASE trajectory files: one run of 3-D particles (`TrajectoryData.from_ase`).
+_ASE_SUFFIX = ".traj"
+
+
+def one_run_segments(data: TrajectoryData, source, val_fraction: float) -> TrajectoryData:
+    """The one run of an ASE `.traj` file cut into `max(2, round(1 / val_fraction))`
+    consecutive segments of (nearly) equal length, neighbours sharing their boundary state,
+    so that the split by trajectory holds out stretches of the run the model has not seen
+    and every one-step pair lies in one segment; other data unchanged. `CLIError` for a
+    run too short to cut."""
+    if pathlib.Path(source).suffix.lower() != _ASE_SUFFIX or data.n_trajectories != 1 \
+            or not 0.0 < val_fraction < 1.0:
+        return data
+    n = max(2, round(1.0 / val_fraction))
+    z = np.asarray(data.trajectories[0])
+    if len(z) <= n:
+        raise CLIError(f"{source}: its run of {len(z)} states cannot be cut into {n} segments "
+                       f"for --val-fraction {val_fraction} (each needs at least 2 states)")
+    bounds = np.linspace(0, len(z) - 1, n + 1).round().astype(int)
+    return TrajectoryData.from_arrays([z[a:b + 1] for a, b in zip(bounds[:-1], bounds[1:])],
+                                      data.dt, t0=data.t0[0] + data.dt * bounds[:-1],
+                                      labels=data.labels)
+
+
 def _layout(path, options: TrainOptions) -> ColumnLayout | None:
     """The layout of the state columns that `read_trajectories` read from `path`."""
     try:
@@ -189,8 +214,10 @@ def from_file(options: TrainOptions, spec) -> OwnData:
                        "of the file is used")
     source = pathlib.Path(options.data)
     data = read_trajectories(source, q_columns=options.q_columns, p_columns=options.p_columns)
+    data = one_run_segments(data, source, options.val_fraction)
+    atoms = 3 if source.suffix.lower() == _ASE_SUFFIX else 0  # ASE: particles in 3-D
     shape = DataFile(dim=data.dim, canonical=data.dim % 2 == 0, labels=state_names(data, data.dim),
-                     particle_dimension=options.particles or 0)
+                     particle_dimension=options.particles or atoms)
     check_model_fits(spec, shape, source)
     if options.particles is not None:
         try:
@@ -238,4 +265,5 @@ def held_out_of_run(run: dict, options: TrainOptions) -> TrajectoryData:
                        "differs from the one in run.json)")
     data = read_as_run(path, run.get("labels"), q_columns=options.q_columns,
                        p_columns=options.p_columns)
+    data = one_run_segments(data, path, options.val_fraction)
     return split_by_trajectory(data, options.val_fraction, seed=options.seed, source=path)[1]

@@ -141,8 +141,11 @@ def read_initial(args, n_init: int, expected=None) -> Starts:
     flag = "--initial" if args.initial is not None else "--from-data"
     if not path.is_file():
         raise CLIError(f"{flag} {path}: no such file")
+    if args.from_data is not None and path.suffix.lower() == ".traj":  # an ASE trajectory
+        return _initial_from_data(path, n_init, args, expected)
     if path.suffix.lower() not in OUT_SUFFIXES:
-        raise CLIError(f"{flag} {path}: expected a .csv or .npz file, got {path.suffix or 'no suffix'!r}")
+        allowed = ".csv or .npz file" + (" (or an ASE .traj)" if args.from_data else "")
+        raise CLIError(f"{flag} {path}: expected a {allowed}, got {path.suffix or 'no suffix'!r}")
     if args.from_data is not None:
         return _initial_from_data(path, n_init, args, expected)
     if path.suffix.lower() == ".csv":

@@ -1,4 +1,4 @@
-r"""Reading and writing trajectory files: `.npz` and `.csv`.
+r"""Reading and writing trajectory files: `.npz` and `.csv` (ASE's `.traj`: `_ase`).
 
 A reader returns `Parts` — NumPy arrays and the metadata — and `TrajectoryData` builds
 itself from them, so that every format goes through the same checks. Every error is a
@@ -48,13 +48,15 @@ _TIME = re.compile(r"t_(\d+)\Z")
 
 class Parts(NamedTuple):
     """What a reader found: per-trajectory arrays `(T_i, d)`, the time step, the start
-    times `(N,)`, and the column and trajectory names (or `None`)."""
+    times `(N,)`, the column and trajectory names (or `None`), and the particles' masses
+    (an ASE trajectory's; else `None`)."""
 
     arrays: list
     dt: float
     t0: np.ndarray
     labels: tuple | None
     names: tuple | None
+    masses: np.ndarray | None = None
 
 
 def _one_line(error: BaseException) -> str:
@@ -341,7 +343,7 @@ def read_parts(path, *, q_columns=None, p_columns=None) -> Parts:
         return _read_csv(path, where, q_columns, p_columns)
     if suffix != ".npz":
         raise ValueError(f"{where}unknown file type {suffix or '(no suffix)'!r}; expected "
-                         ".npz or .csv")
+                         ".npz or .csv (or an ASE trajectory, .traj)")
     parts = _read_npz(path, where)
     if parts.labels is None:
         if q_columns is not None or p_columns is not None:

@@ -42,13 +42,14 @@ from .._typing import Array, Float, PRNGKeyArray
 from .._validation import check_int, check_time_step
 from ..integrators import integrate
 from ._checks import check_arrays, check_states, default_labels, names_of, to_device
-from ._files import Parts, load_states, read_parts, save_states, write_csv, write_npz
+from ._ase import FromASE, read_any
+from ._files import Parts, load_states, save_states, write_csv, write_npz
 from ._selection import shard_indices, split_indices
 
 __all__ = ["TrajectoryData"]
 
 
-class TrajectoryData:
+class TrajectoryData(FromASE):
     r"""Trajectories of one system on a uniform time grid; possibly of different lengths.
 
     **Arguments:**
@@ -66,8 +67,8 @@ class TrajectoryData:
     message names the first trajectory and step that has one) or `dt ≤ 0`; `TypeError`
     for a non-floating array.
 
-    Trajectories of different lengths come from `from_arrays` or `read`. The object is
-    immutable; `dt` is a Python float.
+    Trajectories of different lengths come from `from_arrays` or `read`, atoms' from ASE
+    from `from_ase`. The object is immutable; `dt` is a Python float.
     """
 
     __slots__ = ("_flat", "_offsets", "_states", "_dt", "_t0", "_labels", "_names", "_source")
@@ -81,7 +82,7 @@ class TrajectoryData:
         self._set(None, np.arange(n_traj + 1) * n_rows, jnp.asarray(states), dt, t0, labels,
                   names, None)
 
-    def _set(self, flat, offsets, states, dt, t0, labels, names, source) -> None:
+    def _set(self, flat, offsets, states, dt, t0, labels, names, source, masses=None) -> None:
         n = len(offsets) - 1
         dim = (states if flat is None else flat).shape[-1]
         t0 = np.zeros(n) if t0 is None else np.asarray(t0, dtype=np.float64).reshape(-1)
@@ -92,9 +93,11 @@ class TrajectoryData:
         self._labels = names_of(labels, dim, "labels") or default_labels(dim)
         self._names = names_of(names, n, "names")
         self._source = source
+        self._masses = None if masses is None else np.array(masses, dtype=np.float64)
 
     @classmethod
-    def _build(cls, arrays, dt, *, t0=None, labels=None, names=None, source=None, where=None):
+    def _build(cls, arrays, dt, *, t0=None, labels=None, names=None, source=None, where=None,
+               masses=None):
         """Check and join per-trajectory arrays (`from_arrays`, `read`); `where` prefixes
         error messages (default: the source's path)."""
         if where is None:
@@ -111,7 +114,7 @@ class TrajectoryData:
         states = flat.reshape(len(checked), int(lengths[0]), -1) \
             if (lengths == lengths[0]).all() else None
         self._set(None if states is not None else flat, offsets, states, dt, t0, labels,
-                  names, source)
+                  names, source, masses)
         return self
 
     # --- construction --------------------------------------------------------------
@@ -137,16 +140,9 @@ class TrajectoryData:
         return cls._build(arrays, dt, t0=t0, labels=labels, names=names)
 
     @classmethod
-    def from_system(
-        cls,
-        system,
-        initial_conditions: Float[Array, "*B d"],
-        dt: float,
-        n_steps: int,
-        *,
-        method: str = "implicit_midpoint",
-        substeps: int = 1,
-    ) -> "TrajectoryData":
+    def from_system(cls, system, initial_conditions: Float[Array, "*B d"], dt: float,
+                    n_steps: int, *, method: str = "implicit_midpoint",
+                    substeps: int = 1) -> "TrajectoryData":
         """Integrate `system` from each initial condition (see
         `geomlearn.integrators.integrate`, whose arguments these are).
 
@@ -170,7 +166,7 @@ class TrajectoryData:
     @classmethod
     def read(cls, path: str | os.PathLike, *, q_columns=None,
              p_columns=None) -> "TrajectoryData":
-        r"""Read trajectories from a `.npz` or `.csv` file (chosen by the suffix).
+        r"""Read trajectories from a `.npz`, `.csv` or ASE `.traj` file (by the suffix).
 
         - `.npz`: `states` `(N, T, d)` and `dt` (as `save` writes), or `traj_0, traj_1,
           …` each `(T_i, d)` with `dt` (a scalar) or `t_0, t_1, …` (each trajectory's
@@ -180,6 +176,7 @@ class TrajectoryData:
           `t` column, then the state columns; the rows of a trajectory in time order
           (trajectories ordered by their first row). Values are read in JAX's default
           float dtype.
+        - `.traj`: one trajectory of the file's frames, as `from_ase(path)` reads it.
 
         The time step is the same for all rows of all trajectories, to a relative
         $10^{-6}$; the first time of each trajectory is kept (`t0`).
@@ -198,13 +195,13 @@ class TrajectoryData:
         columns are positions, a non-number, NaN or inf, inconsistent widths, a
         non-uniform time step or a trajectory of one state.
         """
-        parts: Parts = read_parts(path, q_columns=q_columns, p_columns=p_columns)
+        parts: Parts = read_any(path, q_columns=q_columns, p_columns=p_columns)
         arrays = parts.arrays
         if os.path.splitext(os.fspath(path))[1].lower() == ".csv":
             dtype = jnp.zeros(0).dtype  # text has no dtype: JAX's default float
             arrays = [a.astype(dtype) for a in arrays]
         return cls._build(arrays, parts.dt, t0=parts.t0, labels=parts.labels,
-                          names=parts.names, source=os.fspath(path))
+                          names=parts.names, source=os.fspath(path), masses=parts.masses)
 
     # --- shape -----------------------------------------------------------------------
 
@@ -395,16 +392,16 @@ class TrajectoryData:
         return self._rebuilt([np.asarray(trajs[i]) for i in index], **keep)
 
     def _like(self, flat, offsets, states, *, t0, labels, names) -> "TrajectoryData":
-        """A new data set of this class with this one's time step and source."""
+        """A new data set of this class with this one's time step, source and masses."""
         new = object.__new__(type(self))
         _set = type(self)._set
-        _set(new, flat, offsets, states, self._dt, t0, labels, names, self._source)
+        _set(new, flat, offsets, states, self._dt, t0, labels, names, self._source, self._masses)
         return new
 
     def _rebuilt(self, arrays, *, t0, labels, names) -> "TrajectoryData":
-        """`arrays` checked and joined, with this one's time step and source."""
+        """`arrays` checked and joined, with this one's time step, source and masses."""
         return type(self)._build(arrays, self._dt, t0=t0, labels=labels, names=names,
-                                 source=self._source, where="")
+                                 source=self._source, where="", masses=self._masses)
 
     def head(self, n_states: int | None = None) -> "TrajectoryData":
         """The first `n_states` states of every trajectory (default: the length of the
