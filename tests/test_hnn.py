@@ -120,7 +120,8 @@ def test_dtype_and_config(rng, key, dtype):
         assert model.vector_field(z).dtype == dtype
         config = model.config()
         assert config == dict(
-            dim=4, width=WIDTH, depth=2, activation="softplus", dt=None, dtype=param_dtype
+            dim=4, width=WIDTH, depth=2, activation="softplus", dt=None, dtype=param_dtype,
+            symmetry=None,
         )
         rebuilt = eqx.filter_eval_shape(type(model), **config, key=key())
         assert jax.tree_util.tree_structure(rebuilt) == jax.tree_util.tree_structure(model)

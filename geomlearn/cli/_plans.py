@@ -103,7 +103,7 @@ class ClassicalStep(AbstractArguments):
 
     def build(self, cls, dim, *, defaults, overrides, key, system=None):
         correction = GSympNet(dim, n_layers=self.n_layers, width=self.width,
-                              identity_init=True, key=key)
+                              identity_init=True, symmetry=overrides.get("symmetry"), key=key)
         return cls(system, correction, **{**defaults, **overrides})
 
 

@@ -49,14 +49,18 @@ def symmetry_argument(t) -> None:
                         f"{', '.join(symmetry_families())})")
 
 
-def takes_symmetry(spec) -> bool:
-    """Whether the model family of `spec` takes `symmetry=` (its constructor does)."""
-    return "symmetry" in inspect.signature(spec.cls.__init__).parameters
+def takes_symmetry(spec, kind: type | None = None) -> bool:
+    """Whether the model family of `spec` takes `symmetry=` (its constructor does) — a
+    symmetry of class `kind` where given (a finite group, `Permutation`, only where the
+    class does not say `finite_symmetries = False`)."""
+    if "symmetry" not in inspect.signature(spec.cls.__init__).parameters:
+        return False
+    return kind is not Permutation or getattr(spec.cls, "finite_symmetries", True)
 
 
-def symmetry_families() -> list[str]:
-    """The command-line names of the model families that take a symmetry."""
-    return [name for name, spec in MODELS.items() if takes_symmetry(spec)]
+def symmetry_families(kind: type | None = None) -> list[str]:
+    """The command-line names of the model families that take a symmetry (of `kind`)."""
+    return [name for name, spec in MODELS.items() if takes_symmetry(spec, kind)]
 
 
 def _canonical(text) -> str:
@@ -92,8 +96,8 @@ def symmetry_option(spec, text, model_options: dict) -> tuple[str | None, dict]:
 
 def symmetry_lines() -> list[str]:
     """The lines of `geomlearn list` on the symmetries, one per form."""
-    families = ", ".join(symmetry_families()) or "none"
     lines = ["symmetries (--symmetry SPEC; kept exactly, the momentum map conserved):"]
-    for form, _, moves, conserves in FORMS:
+    for form, kind, moves, conserves in FORMS:
+        families = ", ".join(symmetry_families(kind)) or "none"
         lines.append(f"  {form:<22} {moves}: conserves {conserves}; models: {families}")
     return lines

@@ -25,14 +25,18 @@ value and every step $h$, as far as its factors are (an implicit method's stage 
 is converged to round-off).
 
 **Start.** A correction built with `identity_init=True` is exactly the identity, so
-the untrained model is exactly $(S_{h/s})^s$: training starts from the classical
-integrator and can only move away from it where the data ask.
+the untrained model is exactly $(S_{h/s})^s$. **What is trained:** only the corrections'
+parameters. The system enters the step through `jax.lax.stop_gradient` (the systems of
+`geomlearn.systems` hold their parameters as constants and have no arrays at all). Where
+only part of $H$ is known — the kinetic energy, a cheap approximate potential — the
+method steps the known part and the corrections learn the rest of the data's map.
 
-**What is trained.** Only the corrections' parameters. The system enters the step
-through `jax.lax.stop_gradient` (the systems of `geomlearn.systems` hold their
-parameters as constants and have no arrays at all), so a training step never changes it.
-Where only part of $H$ is known — the kinetic energy, a cheap approximate potential —
-the method steps the known part and the corrections learn the rest of the data's map.
+**Symmetry.** With `symmetry=` every correction keeps the group, so conserves its
+momentum map $\mu$ for every parameter value, and the system's $H$ must be invariant
+under it, so $\mu$ is a first integral of its field (Noether). Every symplectic method
+here keeps $\mu$ then: a splitting composes exact flows of $T$ and $V$, each invariant
+(the group acts on $q$ and $p$ apart), and a Gauss–Legendre method keeps every quadratic
+first integral (Hairer, Lubich, Wanner, Thm IV.2.1). So $\Phi_\theta$ conserves $\mu$.
 """
 
 from __future__ import annotations
@@ -43,12 +47,14 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._nn import check_point
-from .._typing import Array, Float
-from .._validation import check_int, check_stored_dt, step_size
+from .._typing import Array, Float, PRNGKeyArray
+from .._validation import check_int, check_stored_dt, float_dtype, step_size
 from ..integrators import SYMPLECTIC_METHODS, AbstractIntegrator, StormerVerlet, as_integrator
 from ..structures import structure_named
+from ..symmetries import AbstractSymmetry, resolve_symmetry
 from ..systems import AbstractSystem
 from ._base import AbstractInferenceForm, AbstractModel, map_residuals
 from ._integrators import (
@@ -59,6 +65,7 @@ from ._integrators import (
     solve_failure,
 )
 from ._task import Pairs, Task, require_dt, sample_arrays, step_size_task
+from .sympnet import GSympNet
 
 __all__ = [
     "AbstractPlacement",
@@ -171,6 +178,67 @@ def _checked_correction(correction, dim: int):
     return correction
 
 
+#: The default correction (`correction=None`): `GSympNet(dim, identity_init=True)` of this size.
+_DEFAULT_CORRECTION = {"n_layers": 2, "width": 16}
+
+#: How many random states `_check_invariant` tests, and their seed.
+_CHECK_STATES, _CHECK_SEED = 8, 0
+
+
+@eqx.filter_jit
+def _momentum_rates(system, group: AbstractSymmetry, states):
+    r"""$D\mu(z)\,f(z)$ `(B, k)` and $\|D\mu(z)\|\,\|f(z)\|$ `(B,)` at `states` `(B, dim)`."""
+
+    def rate(z):
+        f, jac = system.vector_field(z), jax.jacfwd(group.momentum_map)(z)
+        return jnp.sum(jac * f[None, :], axis=-1), jnp.linalg.norm(jac) * jnp.linalg.norm(f)
+
+    return jax.vmap(rate)(states)
+
+
+def _check_invariant(system, group: AbstractSymmetry) -> None:
+    r"""`ValueError` (one line) unless the momentum map $\mu$ of `group` is a first integral
+    of `system`: $|D\mu(z)\,f(z)| \le \sqrt{\varepsilon}\,\|D\mu(z)\|\,\|f(z)\|$ at
+    random states $z \sim \mathcal{N}(0, I)$, in the default float. That is the Poisson
+    bracket $\{\mu, H\} = D\mu\,\mathbb{J}\nabla H$: zero exactly where $H$ is invariant
+    under the group's continuous part. A group without a momentum map (a finite one)
+    has nothing to check and is refused."""
+    dim = system.dim
+    if jax.eval_shape(group.momentum_map, jax.ShapeDtypeStruct((dim,), jnp.float32)).shape[0] == 0:
+        raise ValueError(f"symmetry={group.spec!r} has no momentum map to check the system against "
+                         "(a finite group); expected a continuous symmetry (translation, rotation, "
+                         "rotation3, particles)")
+    dtype = float_dtype(None)
+    states = np.random.default_rng(_CHECK_SEED).standard_normal((_CHECK_STATES, dim))
+    with jax.ensure_compile_time_eval():  # also inside `filter_eval_shape` (a model file)
+        change, scale = (np.asarray(x) for x in _momentum_rates(system, group, jnp.asarray(states, dtype)))
+    tol = float(np.sqrt(np.finfo(dtype).eps))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        worst = float(np.max(np.where(scale > 0, np.max(np.abs(change), axis=-1) / scale, 0.0)))
+    if not worst <= tol:  # NaN included
+        raise ValueError(f"symmetry={group.spec!r} is not a symmetry of {type(system).__name__}: "
+                         f"its momentum map changes along the flow (|dμ/dt| = {worst:.2g} of "
+                         f"|Dμ||f| at a random state, expected at most {tol:.1g}); expected a "
+                         "system whose Hamiltonian is invariant under the group")
+
+
+def _correction_for(correction, group, dim: int, key):
+    """The given `correction` (checked, and keeping `group` when there is one), or the
+    default identity-initialised `GSympNet` keeping `group`, built with `key`."""
+    if correction is None:
+        if key is None:
+            raise ValueError("CorrectedIntegrator needs a correction, or a key to build the default "
+                             f"one (GSympNet(dim, identity_init=True, **{_DEFAULT_CORRECTION})); got neither")
+        correction = GSympNet(dim, **_DEFAULT_CORRECTION, identity_init=True, symmetry=group, key=key)
+    correction = _checked_correction(correction, dim)
+    kept = correction.kept_symmetry()
+    if group is not None and kept != group:
+        got = "none" if kept is None else repr(kept.spec)
+        raise ValueError(f"the correction must keep the symmetry {group.spec!r}: expected one built "
+                         f"with symmetry={group.spec!r}, got {type(correction).__name__} keeping {got}")
+    return correction
+
+
 class CorrectedIntegrator(AbstractPointModel):
     r"""A classical symplectic step composed with learned symplectic corrections.
 
@@ -189,21 +257,25 @@ class CorrectedIntegrator(AbstractPointModel):
       approximate physics (files record its class name and constructor arguments).
     - `correction`: a symplectic feed-forward integrator on the system's `dim`, e.g.
       `GSympNet(dim, identity_init=True)`; `"around"` starts both corrections from it
-      (two copies, each with its own parameters from then on).
+      (two copies, each with its own parameters from then on). `None` (default): an
+      identity-initialised `GSympNet(dim, n_layers=2, width=16)` built with `key`.
     - `method`: a symplectic `geomlearn.integrators` method or its name (default
       `StormerVerlet()`; an explicit method needs a separable system); stored by name.
     - `placement`: `"before"`, `"after"`, `"around"` (default) or an `AbstractPlacement`.
     - `substeps`: classical steps per model step, `≥ 1` (default 1).
     - `dt`: the step when neither a call, a run nor the data gives one (default `None`).
+    - `symmetry`: `None` (default) or a continuous symmetry of `geomlearn.symmetries` (or
+      its spec) that the system's $H$ keeps (else `ValueError`) and the corrections keep
+      (the default one is built with it); the model then conserves its momentum map
+      (module documentation). Stored as `symmetry` (the spec) and `group` (the object).
+    - `key`: a PRNG key for the default correction (keyword-only; unused otherwise).
 
     **Call:** `model(z, h=None)` on one state `(dim,)`, one step of size `h` (else `dt`).
-
     **Returns:** the next state, in `z`'s shape and dtype. The corrections are the fields
     `before` and `after` (`None` where the placement has none).
 
     ```python
-    system = gl.systems.Pendulum()
-    model = gl.CorrectedIntegrator(system, gl.GSympNet(2, identity_init=True, key=key))
+    model = gl.CorrectedIntegrator(gl.systems.Kepler(), symmetry="rotation:0,1", key=key)
     model, history = gl.fit(model, data, epochs=100, key=key)
     ```
     """
@@ -221,22 +293,33 @@ class CorrectedIntegrator(AbstractPointModel):
     dt: float | None = eqx.field(static=True)
     integrator: AbstractIntegrator = eqx.field(static=True)
     placing: AbstractPlacement = eqx.field(static=True)
+    symmetry: str | None = eqx.field(static=True)
+    group: AbstractSymmetry | None = eqx.field(static=True)
+    symmetry_field: ClassVar[str] = "group"
+    #: a finite group has no momentum map to check the system's invariance against
+    finite_symmetries: ClassVar[bool] = False
 
     def __init__(
         self,
         system: AbstractSystem,
-        correction: AbstractFeedForwardIntegrator,
+        correction: AbstractFeedForwardIntegrator | None = None,
         *,
         method: str | AbstractIntegrator = StormerVerlet(),
         placement: str | AbstractPlacement = "around",
         substeps: int = 1,
         dt: float | None = None,
+        symmetry: AbstractSymmetry | str | None = None,
+        key: PRNGKeyArray | None = None,
     ):
         self.system = _checked_system(system)
         self.dim = system.dim
         self.integrator = _checked_method(method, system)
         self.method = self.integrator.name
-        correction = _checked_correction(correction, self.dim)
+        self.group = resolve_symmetry(symmetry, self.dim // 2)
+        self.symmetry = None if self.group is None else self.group.spec
+        if self.group is not None:
+            _check_invariant(self.system, self.group)
+        correction = _correction_for(correction, self.group, self.dim, key)
         self.placing = placement_named(placement)
         self.placement = self.placing.name
         self.substeps = check_int("substeps", substeps, minimum=1)

@@ -36,7 +36,8 @@ it trains from the identity — the start of a correction of a classical step
 (`geomlearn.models.corrected`). A Hénon layer moves states to first order by the flow of
 the even part $V(y) + V(-y - \eta)$ of its potential, constant for $b = \eta = 0$ and
 $\sigma$ = constant + odd: its offsets start at $b \sim \mathcal{N}(0, 1)$ instead.
-**Symmetries** (`symmetry=`, `GSympNet` and `HenonNet`): see `geomlearn.symmetries`.
+**Symmetries** (`symmetry=`, `GSympNet` and `HenonNet`; also `HamiltonianNeuralNetwork`
+and `CorrectedIntegrator`): see `geomlearn.symmetries`.
 """
 
 from __future__ import annotations

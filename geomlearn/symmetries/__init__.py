@@ -1,9 +1,11 @@
 r"""Continuous symmetries kept exactly by symplectic networks (Noether's theorem).
 
-A symmetry is an option object passed as `symmetry=` to `GSympNet` and `HenonNet`
-(or as its `spec` string): every potential of the network then depends on the state
-only through the symmetry's invariant features, so the network commutes with the group
-and conserves its momentum map for every parameter value.
+A symmetry is an option object passed as `symmetry=` to `GSympNet`, `HenonNet`,
+`HamiltonianNeuralNetwork` and `CorrectedIntegrator` (or as its `spec` string): every
+potential of the network (the learned Hamiltonian) then depends on the state only
+through the symmetry's invariant features, so the network commutes with the group and
+conserves its momentum map for every parameter value (a Hamiltonian network's
+implicit-midpoint step too: it keeps quadratic first integrals).
 
 | object | group | momentum map |
 |---|---|---|
