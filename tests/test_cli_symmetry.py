@@ -46,11 +46,13 @@ def test_the_symmetry_is_parsed_once_to_its_spec_and_recorded(flags):
         cli.TrainOptions.from_run({"options": {**recorded, "symmetry": "rotation:9"}})
 
 
-@pytest.mark.parametrize("name", ["gsympnet", "henonnet"])
+@pytest.mark.parametrize("name", ["gsympnet", "henonnet", "hnn", "corrected"])
 def test_build_for_gives_the_model_its_symmetry(name):
     """The spec builds the model with the symmetry (without: none), and refuses one that
     does not fit the system's positions."""
-    kepler, spec, small = gl.systems.Kepler(), cli.MODELS[name], {"n_layers": 1, "width": 2}
+    kepler, spec = gl.systems.Kepler(), cli.MODELS[name]
+    small = {"hnn": {"width": 2, "depth": 1}, "corrected": {}}.get(name, {"n_layers": 1,
+                                                                         "width": 2})
     model, _ = spec.build_for(kepler, key=jax.random.PRNGKey(0), symmetry="rotation:0,1",
                               model_options=small)
     assert model.symmetry == "rotation:0,1"
