@@ -46,6 +46,7 @@ BENCHMARKS: dict[str, str] = {
     "brouwer": "benchmarks.brouwer",
     "sympnet_rollout": "benchmarks.sympnet_rollout",
     "work_precision": "benchmarks.work_precision",
+    "data_driven_peers": "benchmarks.data_driven_peers",
 }
 
 #: one-line descriptions, kept here so that `python -m benchmarks` lists without importing.
@@ -79,6 +80,8 @@ DESCRIPTIONS: dict[str, str] = {
     "sympnet_rollout": "rollout of the CLI's SympNets and Hénon nets on one core: inference forms vs "
     "the plain model map vs hand-written dot and broadcast forms, 1-512 trajectories",
     "brouwer": "LiePoissonNet Casimir over 1e5 steps, float32/float64, plain vs compensated",
+    "data_driven_peers": "GSympNet (± symmetry) and HNN vs PySINDy and a Diffrax neural ODE "
+    "at equal training time: valid time, escapes, energy and momentum drift on held-out orbits",
     "long_rollout": "bounded horizon of 1e5-state rollouts of VPT, SymT, LST, ST after LM "
     "training; multi-step (k-window) vs one-window loss at equal CPU time",
 }

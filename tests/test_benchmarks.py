@@ -201,12 +201,25 @@ _ORDER = [n for n in _LONGEST if n in benchmarks.BENCHMARKS] + [
 _PARALLEL = 2
 
 
+def _selected(session) -> list[str]:
+    """The benchmarks whose quick run a selected test reads, in `_ORDER` (all of them when
+    every test runs): the `name` of `test_quick_run_of_every_benchmark`, the `NAME` of
+    `test_NAME_quick`."""
+    names = set()
+    for item in session.items:
+        if "quick_runs" in getattr(item, "fixturenames", ()):
+            callspec = getattr(item, "callspec", None)
+            names.add(callspec.params["name"] if callspec is not None else
+                      item.originalname.removeprefix("test_").removesuffix("_quick"))
+    return [n for n in _ORDER if n in names]
+
+
 @pytest.fixture(scope="module")
-def quick_runs(tmp_path_factory):
+def quick_runs(request, tmp_path_factory):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    pending, running, done = list(_ORDER), {}, {}
-    deadline = time.monotonic() + 300 * len(_ORDER)
+    pending, running, done = _selected(request.session), {}, {}
+    deadline = time.monotonic() + 300 * len(pending)
     try:
         while pending or running:
             while pending and len(running) < _PARALLEL:
