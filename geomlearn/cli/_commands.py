@@ -21,7 +21,7 @@ from ..training import TrainingInterrupted
 from ._errors import CLIError, user
 from ._options import DEFAULT_HORIZON, DEFAULT_SEQ_LENGTH, TrainOptions
 from ._hamiltonian import check_model_holds_no_system, load_hamiltonian, own_system
-from ._long_options import check_long_options
+from ._long_options import check_long_options, horizon_options
 from ._own_data import check_model_fits, from_file, held_out_of_run, split_file
 from ._recipes import for_system, phase_space, stride_report
 from ._registry import resolve_model, spec_of
@@ -36,19 +36,6 @@ _TRAINING_METRICS = ("training_seconds", "epochs", "stop_reason", "final_loss", 
                      "not_trained_reason",
                      "budget_ended_run", "loss_still_falling", "loss_recent_decrease",
                      "stride", "fastest_frequency", "verlet_stability_limit")
-
-
-def _horizon(horizon, particles=None, added=None) -> dict:
-    """The long-horizon options of `geomlearn.evaluate` for `--horizon N` (0: none) and
-    `--particles K` (`None`: the system's), with what the user `added`
-    (`LongOptions`: invariants, the long horizon's start)."""
-    if horizon is not None and horizon < 0:
-        raise CLIError(f"--horizon must be at least 0 (0: no long-horizon evaluation), got {horizon}")
-    extra = {} if added is None else added.evaluate_options()
-    if not horizon:
-        return {k: v for k, v in extra.items() if k == "invariants"}
-    options = {"horizon": horizon, **extra}
-    return options if particles is None else {**options, "particles": particles}
 
 
 def _warn_if_escaped(result) -> None:
@@ -304,7 +291,7 @@ def train(args) -> int:
     return _finish(out, spec=spec, model=model, system=against, held_out=held_out,
                    fit_options=fit_options, run=run, history=history, how=how,
                    fit_seconds=fit_seconds, started=started, on=on,
-                   horizon=_horizon(options.horizon, options.particles, added),
+                   horizon=horizon_options(options.horizon, options.particles, added),
                    limits=(epochs, budget, unit), baselines=baselines,
                    stride=stride_report(options.stride, against, train_data))
 
@@ -331,13 +318,11 @@ def evaluate(args) -> int:
     history = (read_run_json(out / "history.json", lists=("epoch", "loss", "val_loss"))
                if (out / "history.json").exists() else None)  # read before writing anything
     spec = spec_of(model)
-    if args.horizon == 0 and (options.test_data or options.reference):
-        options = dataclasses.replace(options, test_data=None, reference=None)
     added = check_long_options(options, model=model, system=system, held_out=held_out,
                                labels=run.get("labels") or [], fit_options=options.task_options(),
-                               evaluated=spec.evaluation.user_options)
+                               evaluated=spec.evaluation.user_options, horizon=args.horizon)
     result = spec.evaluate(model, system, held_out, **options.task_options(),
-                           **_horizon(args.horizon, options.particles, added))
+                           **horizon_options(args.horizon, options.particles, added))
     metrics = dict(result)
     if (out / "metrics.json").exists():
         previous = read_run_json(out / "metrics.json")

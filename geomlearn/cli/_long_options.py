@@ -31,7 +31,7 @@ from ._errors import CLIError
 from ._hamiltonian import load_hamiltonian
 from ._own_data import check_lengths, read_as_run
 
-__all__ = ["LongOptions", "check_long_options", "plot_indices"]
+__all__ = ["LongOptions", "check_long_options", "plot_indices", "horizon_options"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,11 +84,14 @@ def _trajectories(flag: str, path: str, *, labels, options, fit_options, dim: in
 
 
 def check_long_options(options, *, model, system, held_out, labels, fit_options,
-                       evaluated: bool) -> LongOptions:
+                       evaluated: bool, horizon: int | None = None) -> LongOptions:
     """The evaluation options of `options` (a `TrainOptions`) loaded and checked against
     the run — the model, the system (or `None`), the held-out data, the state's `labels`;
-    `evaluated` says whether the model's evaluation takes them (a reduction's does not).
-    `CLIError` (one line) for anything wrong; nothing is written."""
+    `evaluated` says whether the model's evaluation takes them (a reduction's does not);
+    `horizon`: that of `geomlearn evaluate --horizon N` (0: no long horizon, so no start
+    for it). `CLIError` (one line) for anything wrong; nothing is written."""
+    if horizon == 0:
+        options = dataclasses.replace(options, test_data=None, reference=None)
     given = [flag for flag, value in (("--invariants", options.invariants),
                                       ("--test-data", options.test_data),
                                       ("--reference", options.reference)) if value is not None]
@@ -127,3 +130,16 @@ def plot_indices(columns, labels) -> tuple[int, int] | None:
         raise CLIError(f"--plot-columns: no state column {missing[0]!r}; the run's state is "
                        f"{', '.join(labels) if labels else 'unnamed'}")
     return labels.index(columns[0]), labels.index(columns[1])
+
+
+def horizon_options(horizon, particles=None, added=None) -> dict:
+    """The long-horizon options of `geomlearn.evaluate` for `--horizon N` (0: none) and
+    `--particles K` (`None`: the system's), with what the user `added`
+    (`LongOptions`: invariants, the long horizon's start)."""
+    if horizon is not None and horizon < 0:
+        raise CLIError(f"--horizon must be at least 0 (0: no long-horizon evaluation), got {horizon}")
+    extra = {} if added is None else added.evaluate_options()
+    if not horizon:
+        return {k: v for k, v in extra.items() if k == "invariants"}
+    options = {"horizon": horizon, **extra}
+    return options if particles is None else {**options, "particles": particles}
