@@ -81,11 +81,13 @@ from .layers import (  # the options of the positional encoding and the attentio
     AbstractWeighting as AbstractWeighting,
     ArbitraryWeighting as ArbitraryWeighting,
     Conjugate as Conjugate,
+    FixedRotary as FixedRotary,
     InputTable as InputTable,
     NoSignal as NoSignal,
     PositionAmplitude as PositionAmplitude,
     PositionBias as PositionBias,
     PositionSplitAmplitude as PositionSplitAmplitude,
+    Rotary as Rotary,
     ScaledTable as ScaledTable,
     SkewWeighting as SkewWeighting,
 )

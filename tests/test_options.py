@@ -25,7 +25,8 @@ from _helpers import concrete_overrides
 FAMILIES = {
     "position signal": (gl.AbstractPositionSignal, [
         gl.NoSignal, gl.InputTable, gl.ScaledTable, gl.Conjugate, gl.PositionBias,
-        gl.PositionAmplitude, gl.PositionSplitAmplitude, _migrations.PositionBiasEveryLayer,
+        gl.PositionAmplitude, gl.PositionSplitAmplitude, gl.Rotary, gl.FixedRotary,
+        _migrations.PositionBiasEveryLayer,
         _migrations.WidePositionBiasEveryLayer]),
     "weighting": (gl.AbstractWeighting, [gl.SkewWeighting, gl.ArbitraryWeighting]),
     "forcing": (gl.AbstractForcing, [gl.NoForcing, gl.TimeForcing, gl.StateTimeForcing]),
@@ -52,7 +53,8 @@ def test_options_are_abstract_or_final_without_concrete_overrides(family):
 
 def test_the_facade_and_the_layers_export_the_options():
     for name in ("PositionBias", "PositionAmplitude", "PositionSplitAmplitude", "NoSignal",
-                 "InputTable", "ScaledTable", "Conjugate", "AbstractPositionSignal",
+                 "InputTable", "ScaledTable", "Conjugate", "Rotary", "FixedRotary",
+                 "AbstractPositionSignal",
                  "SkewWeighting", "ArbitraryWeighting", "AbstractWeighting"):
         assert getattr(gl, name) is getattr(gl.layers, name) is getattr(
             _position_signal if hasattr(_position_signal, name) else _vp_attention, name)

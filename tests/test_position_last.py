@@ -60,10 +60,12 @@ def test_the_plain_twin_is_the_model_without_its_gains_holding_its_arrays(key):
     assert float(jnp.max(jnp.abs(moved(Z) - twin(Z)))) > 1e-3
 
 
-@pytest.mark.parametrize("placement", [False, "input", "conjugate"])
+@pytest.mark.parametrize("placement", [False, "input", "conjugate", "rotary", "rotary-fixed"])
 def test_no_twin_without_trainable_gains(placement, key):
+    """No signal, a translation or a rotation (learned frequencies included): the model
+    does not start as the model without encoding, so there is no twin to warm-start."""
     model = small(placement, key())
-    with pytest.raises(ValueError, match="no position signal|no trainable position gains"):
+    with pytest.raises(ValueError, match="no position signal|does not start as the model"):
         plain_twin(model)
     assert not trains_position_last(model, gl.LevenbergMarquardt())
 

@@ -42,10 +42,11 @@ from geomlearn.systems import ForcedRigidBody, ParametricPendulum
 from _helpers import concrete_overrides, n_params, normal, random_module, randomize
 
 # The shorthands, in the order of the error message.
-PLACEMENTS = ("input", "scaled", "conjugate", "bias", "amplitude", "split-amplitude")
+PLACEMENTS = ("input", "scaled", "conjugate", "bias", "amplitude", "split-amplitude",
+              "rotary", "rotary-fixed")
 # The shorthands of the symplectic and standard transformers: every one but the
 # volume-preserving transformer's amplitude by triangular halves.
-SHARED = PLACEMENTS[:-1]
+SHARED = tuple(p for p in PLACEMENTS if p != "split-amplitude")
 # The placements only files of earlier layouts record (not shorthands).
 RETIRED = ("bias-light", "bias-every-layer")
 # The object each name is turned into, once, in the model's constructor.
@@ -56,6 +57,8 @@ SIGNALS = {
     "bias": signals.PositionBias,
     "amplitude": signals.PositionAmplitude,
     "split-amplitude": signals.PositionSplitAmplitude,
+    "rotary": signals.Rotary,
+    "rotary-fixed": signals.FixedRotary,
     "bias-light": _migrations.PositionBiasEveryLayer,
     "bias-every-layer": _migrations.WidePositionBiasEveryLayer,
 }
@@ -114,7 +117,7 @@ def test_every_placement_keeps_the_structure(name, placement, signal, key, rng):
     # conditioning, as in the other structure tests).
     model = random_module(lambda: make(name, placement, key()), rng, 0.3)
     assert type(model.signal) is signal  # the placement object, chosen once
-    if placement not in ("input", "scaled", "conjugate"):
+    if placement not in ("input", "scaled", "conjugate", "rotary", "rotary-fixed"):
         gains = jax.tree_util.tree_leaves(model.position_gains)
         assert gains and all(float(jnp.max(jnp.abs(g))) > 0.05 for g in gains)
     dim = 3 if name == "VPT" else 4
@@ -358,7 +361,7 @@ def test_wrong_placement_is_refused_naming_the_choices(name, key):
 
 def test_invalid_placement_names_the_choices(key):
     with pytest.raises(ValueError, match=r"one of \('input', 'scaled', 'conjugate', 'bias', "
-                                         r"'amplitude'\).*got 'front'"):
+                                         r"'amplitude', 'rotary', 'rotary-fixed'\).*got 'front'"):
         gl.SymplecticTransformer(4, positional_encoding="front", key=key())
     with pytest.raises(TypeError, match="positional_encoding must be a bool"):
         gl.VolumePreservingTransformer(3, positional_encoding=1, key=key())

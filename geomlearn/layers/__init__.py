@@ -19,6 +19,7 @@ from ._position_signal import (
     PositionSplitAmplitude,
     ScaledTable,
 )
+from ._rotary import FixedRotary, Rotary
 from ._vp_attention import AbstractWeighting, ArbitraryWeighting, SkewWeighting
 
 __all__ = [

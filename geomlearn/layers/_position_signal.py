@@ -14,6 +14,8 @@ signal keeps the model's structure (symplectic or volume-preserving) exactly:
 | `"bias"` | `PositionBias()` | $\sigma(Wx_t + b + G e_t)$ in the first row-wise layer of each unit |
 | `"amplitude"` | `PositionAmplitude()` | $x_t + h_t f(x_t)$, $h_t = 1 + g_l^\top e_t$, every row-wise layer $l$ |
 | `"split-amplitude"` | `PositionSplitAmplitude()` | one step per triangular half of a unit (VPT only) |
+| `"rotary"` | `Rotary()` | $R_t^{-1} F(\mathcal{R}Z)_t$, row $t$ turned by $\omega_k t$ in each plane $(q_k, p_k)$, learned $\omega$ |
+| `"rotary-fixed"` | `FixedRotary()` | the same with the frequencies $\omega$ fixed (`geomlearn.layers._rotary`) |
 
 Here $e_t \in \mathbb{R}^2$ are the centred features $(\sin t, \cos t) - \text{mean}$ of
 the window's rows ($t$ the row index, or the row's real time when the model is called
@@ -26,7 +28,7 @@ scales a potential or a shear by a number. `True` means the family's default
 **Protocol.** The model describes its row-wise layers as `RowSlot`s; the signal builds
 its gains for them (`init`), says per slot what enters on each row (`row_terms`: a shift
 of the layer's argument, a bias of its pre-activation, a step of its increment), and
-translates the window in front of and behind the model's map (`encode`, `decode`, their
+moves the window in front of and behind the model's map (`encode`, `decode`, their
 inverses `undo_encode`, `undo_decode`). The model applies the terms; it never asks the
 signal what kind it is.
 
@@ -38,8 +40,7 @@ registered by `geomlearn.io` (`register_retired_placement`); they are not shorth
 
 from __future__ import annotations
 
-import abc
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -49,6 +50,9 @@ from .._activations import resolve_activation
 from .positional import PositionalEncoding
 from .positional import positional_encoding as _position_table
 from ._real_angles import table_at_times
+from ._rotary import FixedRotary, Rotary
+from ._signal_protocol import AbstractPositionSignal, RowSlot, RowTerms
+from ._signal_protocol import no_terms as _no_terms
 
 __all__ = [
     "AbstractPositionSignal",
@@ -60,6 +64,8 @@ __all__ = [
     "PositionBias",
     "PositionAmplitude",
     "PositionSplitAmplitude",
+    "Rotary",
+    "FixedRotary",
     "RowSlot",
     "RowTerms",
     "PLACEMENTS",
@@ -135,86 +141,6 @@ def resnet_layer_with_bias(layer, Z, C=None, H=None):
     return Z + increment
 
 
-class RowSlot(NamedTuple):
-    """One row-wise layer of a transformer integrator, as a position signal sees it.
-
-    - `unit`: the unit the layer belongs to (a signal placed once per unit takes the
-      first slot of each unit that can take it);
-    - `width`: the rows of a bias of its pre-activation;
-    - `argument`: the size of the argument a shift moves (`None`: the layer has no
-      argument distinct from its input, and a shift is a bias);
-    - `biased`: whether it can take a bias; `steps`: whether it has an increment a step
-      can scale;
-    - `lower`: `True`/`False` for a lower/upper triangular layer, `None` without halves.
-    """
-
-    unit: int
-    width: int
-    argument: int | None = None
-    biased: bool = True
-    steps: bool = True
-    lower: bool | None = None
-
-
-class RowTerms(NamedTuple):
-    r"""What enters one row-wise layer on the rows of a window (`None`: nothing): a
-    `shift` `(T, argument)` of its argument, a `bias` `(T, width)` of its
-    pre-activation, a `step` `(T,)` scaling its increment; in the gains' dtype."""
-
-    shift: object = None
-    bias: object = None
-    step: object = None
-
-    def empty(self) -> bool:
-        """Whether nothing enters the layer (it runs as it is)."""
-        return self.shift is None and self.bias is None and self.step is None
-
-
-def _no_terms(slots) -> tuple[RowTerms, ...]:
-    return tuple(RowTerms() for _ in slots)
-
-
-class AbstractPositionSignal(eqx.Module):
-    """Where the position signal enters a transformer integrator (module documentation).
-
-    Final signals have no fields (hashable, equal by class; stored as a static field of
-    the model); the parts they build, a table or gains, are the model's fields. `name`
-    is what the model's configuration records (`None`: no signal)."""
-
-    name: eqx.AbstractClassVar[str | None]
-
-    @abc.abstractmethod
-    def encoder(self, dim: int) -> PositionalEncoding | None:
-        """The parameterless table a translation adds (`None`: no translation)."""
-
-    @abc.abstractmethod
-    def init(self, slots: tuple[RowSlot, ...], dtype):
-        """Zero gains for the row-wise layers `slots`, a tuple of arrays, or `None` for a
-        signal without gains."""
-
-    @abc.abstractmethod
-    def row_terms(self, gains, slots: tuple[RowSlot, ...], T: int,
-                  times=None) -> tuple[RowTerms, ...]:
-        """What enters each slot on the `T` rows of a window, from `init`'s gains (at
-        the rows' real `times` `(T,)` when given, else at the row indices)."""
-
-    @abc.abstractmethod
-    def encode(self, encoder, Z, times=None):
-        """The window in front of the model's map (the translation, if any)."""
-
-    @abc.abstractmethod
-    def decode(self, encoder, Y, times=None):
-        """The window behind the model's map (the translation back, if any)."""
-
-    @abc.abstractmethod
-    def undo_encode(self, encoder, Z, times=None):
-        """The inverse of `encode`."""
-
-    @abc.abstractmethod
-    def undo_decode(self, encoder, Y, times=None):
-        """The inverse of `decode`."""
-
-
 class _AbstractRowSignal(AbstractPositionSignal):
     """A signal that does not translate the window (it acts inside row-wise layers)."""
 
@@ -236,6 +162,8 @@ class _AbstractRowSignal(AbstractPositionSignal):
 
 class _AbstractTranslation(AbstractPositionSignal):
     """A signal that translates the window by a sinusoidal table (no gains)."""
+
+    starts_plain: ClassVar[bool] = False
 
     def init(self, slots, dtype) -> None:
         return None
@@ -424,7 +352,7 @@ class Conjugate(_AbstractTranslation):
 #: The shorthands `positional_encoding` accepts, in the order of the error message.
 PLACEMENTS: dict[str, AbstractPositionSignal] = {
     s.name: s for s in (InputTable(), ScaledTable(), Conjugate(), PositionBias(),
-                        PositionAmplitude(), PositionSplitAmplitude())
+                        PositionAmplitude(), PositionSplitAmplitude(), Rotary(), FixedRotary())
 }
 #: The shorthands of every family; `"split-amplitude"` needs the triangular halves of the
 #: volume-preserving transformer's feed-forward networks.

@@ -40,13 +40,13 @@ from ..layers._position_signal import (
     resolve_position_signal,
 )
 from ..layers._real_angles import check_times
+from ..layers._row_steps import check_steps, with_row_steps
 from ..layers.attention import (
     LinearSymplecticAttentionP,
     LinearSymplecticAttentionQ,
     SymplecticAttentionP,
     SymplecticAttentionQ,
 )
-from ..layers.positional import PositionalEncoding
 from ..layers.sympnet import GradientLayerP, GradientLayerQ
 from ._integrators import AbstractTransformerIntegrator
 from ._window import check_model_window
@@ -135,7 +135,7 @@ class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
     placements: ClassVar[tuple[str, ...]] = SHARED_PLACEMENTS
 
     layers: tuple[eqx.Module, ...]
-    encoder: PositionalEncoding | None
+    encoder: eqx.Module | None  # the signal's encoder: a table, rotary frequencies or None
     position_gains: tuple[Float[Array, "rows m"], ...] | None
     dim: int = eqx.field(static=True)
     n_sympnet: int = eqx.field(static=True)
@@ -195,17 +195,25 @@ class AbstractSymplecticTransformer(AbstractTransformerIntegrator):
                      for u in range(self.L) for _ in range(2 * self.n_sympnet))
 
     def __call__(
-        self, Z: Float[Array, "T dim"], times: Float[Array, " T"] | None = None
+        self, Z: Float[Array, "T dim"], times: Float[Array, " T"] | None = None,
+        steps: Float[Array, " T"] | None = None,
     ) -> Float[Array, "T dim"]:
         """The window map; `times` `(T,)`, strictly increasing real times of the rows, are
         what the position signal reads instead of the row indices (structure unchanged:
-        the signal's terms depend on the times, never on the state)."""
+        the signal's terms depend on the times, never on the state). `steps` `(T,)`,
+        positive: each row's step relative to the training step; every gradient layer's
+        increment on row $t$ is scaled by it (`geomlearn.layers._row_steps`), the
+        attention is not. Symplectic for every sequence of steps."""
         self.check_window(Z)
         if times is not None:
             check_times(times, Z.shape[0], type(self).__name__)
+        slots = self._slots()
+        terms = self.signal.row_terms(self.position_gains, slots, Z.shape[0], times)
+        if steps is not None:
+            terms = with_row_steps(terms, slots,
+                                   check_steps(steps, Z.shape[0], type(self).__name__))
         Z = self.signal.encode(self.encoder, Z, times)
-        terms = iter(self.signal.row_terms(self.position_gains, self._slots(), Z.shape[0],
-                                           times))
+        terms = iter(terms)
         for layer in self.layers:  # a short fixed stack of different layers
             # attention acts on the whole window, a gradient layer on every row
             Z = _gradient_rows(layer, Z, next(terms)) if _is_gradient_layer(layer) else layer(Z)
@@ -236,14 +244,13 @@ class LinearSymplecticTransformer(AbstractSymplecticTransformer):
       the gradient layers after each attention layer, their hidden width and activation.
     - `L`: the number of units (default 1); `init_upper`: whether each group of gradient
       layers starts with a Q-layer (default `True`).
-    - `positional_encoding`: `False` or `None` (default: no signal), `True` (this
-      family's default, `"amplitude"`), a shorthand (`"amplitude"`, `"bias"`, `"input"`,
-      `"scaled"`, `"conjugate"`) or a signal object such as `PositionAmplitude()`; the
-      model stores the resolved name.
+    - `positional_encoding`: `False`/`None` (default: none), `True` (`"amplitude"`), a
+      name in the class's `placements` or a signal object; stored resolved.
     - `key`: a JAX PRNG key (keyword-only); `dtype`: parameter dtype (`None`: default).
 
-    **Call:** a window `Z` of shape `(seq_length, dim)`; returns the same shape in `Z`'s
-    dtype. A window of another length raises `ValueError` naming both lengths.
+    **Call:** `model(Z, times=None, steps=None)`: `Z` `(seq_length, dim)` to the same
+    shape and dtype (another length: `ValueError` naming both); `times` and `steps` as in
+    the base class's call.
 
     ```python
     model = LinearSymplecticTransformer(4, 4, key=jax.random.PRNGKey(0))
@@ -314,14 +321,12 @@ class SymplecticTransformer(AbstractSymplecticTransformer):
       the gradient layers after each attention layer, their hidden width and activation.
     - `L`: the number of units (default 1); `init_upper`: whether each group of gradient
       layers starts with a Q-layer (default `True`).
-    - `positional_encoding`: `False` or `None` (default: no signal), `True` (this
-      family's default, `"amplitude"`), a shorthand (`"amplitude"`, `"bias"`, `"input"`,
-      `"scaled"`, `"conjugate"`) or a signal object such as `PositionAmplitude()`; the
-      model stores the resolved name.
+    - `positional_encoding`: `False`/`None` (default: none), `True` (`"amplitude"`), a
+      name in the class's `placements` or a signal object; stored resolved.
     - `key`: a JAX PRNG key (keyword-only); `dtype`: parameter dtype (`None`: default).
 
-    **Call:** a window `Z` of shape `(T, dim)`, any `T ≥ 1`; returns the same shape in
-    `Z`'s dtype.
+    **Call:** `model(Z, times=None, steps=None)`: `Z` `(T, dim)`, any `T ≥ 1`, to the
+    same shape and dtype; `times` and `steps` as in the base class's call.
 
     ```python
     model = SymplecticTransformer(4, L=2, key=jax.random.PRNGKey(0))

@@ -43,8 +43,8 @@ from ..layers._position_signal import (
     resolve_position_signal,
 )
 from ..layers._real_angles import check_times
+from ..layers._row_steps import check_steps, with_row_steps
 from ..layers.attention import MultiHeadAttention
-from ..layers.positional import PositionalEncoding
 from ..layers.resnet import ResNetLayer
 from ._integrators import AbstractTransformerIntegrator
 from ._window import check_model_window
@@ -124,12 +124,12 @@ class Transformer(AbstractTransformerIntegrator):
     - `dim`: the state dimension $d \ge 1$; `transformer_dim`: $D$ (`None`: `dim`).
     - `n_heads` (dividing $D$; default 1), `L` (units; 2), `n_blocks` (nonlinear
       residual layers per unit; 1), `activation` (tanh), `add_connection` (`True`).
-    - `positional_encoding`: `False` or `None` (default: no signal), `True` (this
-      family's default, `"amplitude"`), a shorthand (`"amplitude"`, `"bias"`, `"input"`,
-      `"scaled"`, `"conjugate"`) or a signal object; the model stores the resolved name.
+    - `positional_encoding`: `False`/`None` (default: none), `True` (`"amplitude"`), a
+      name in the class's `placements` or a signal object; stored resolved.
     - `key`: a JAX PRNG key (keyword-only); `dtype`: parameter dtype (`None`: default).
 
-    **Call:** `model(Z, times=None)`: `(T, dim)` in `Z`'s dtype; the signal reads `times`.
+    **Call:** `model(Z, times=None, steps=None)`: `(T, dim)` in `Z`'s dtype; `times` for
+    the signal, `steps` `(T,)` scaling each row's residual increments.
 
     ```python
     model = Transformer(4, n_heads=2, L=1, n_blocks=2, key=jax.random.PRNGKey(0))
@@ -146,7 +146,7 @@ class Transformer(AbstractTransformerIntegrator):
     lift: _Dense | None
     layers: tuple[eqx.Module, ...]
     project: _Dense | None
-    encoder: PositionalEncoding | None
+    encoder: eqx.Module | None  # the signal's encoder: a table, rotary frequencies or None
     position_gains: tuple[Float[Array, "rows m"], ...] | None
     dim: int = eqx.field(static=True)
     n_heads: int = eqx.field(static=True)
@@ -216,16 +216,20 @@ class Transformer(AbstractTransformerIntegrator):
         return (RowSlot(unit=0, width=D, steps=False),) + (RowSlot(unit=0, width=D),) * n_resnet
 
     def __call__(
-        self, Z: Float[Array, "T dim"], times: Float[Array, " T"] | None = None
+        self, Z: Float[Array, "T dim"], times: Float[Array, " T"] | None = None,
+        steps: Float[Array, " T"] | None = None,
     ) -> Float[Array, "T dim"]:
         check_model_window("Transformer", Z, self.dim)
         if times is not None:
             check_times(times, Z.shape[0], "Transformer")
+        slots = self._slots()
+        terms = self.signal.row_terms(self.position_gains, slots, Z.shape[0], times)
+        if steps is not None:  # every residual increment on a row scaled by its step
+            terms = with_row_steps(terms, slots, check_steps(steps, Z.shape[0], "Transformer"))
         Z = self.signal.encode(self.encoder, Z, times)
         if self.lift is not None:
             Z = self.lift(Z)
-        entry, *terms = self.signal.row_terms(self.position_gains, self._slots(), Z.shape[0],
-                                              times)
+        entry, *terms = terms
         if entry.bias is not None:
             Z = Z + entry.bias.astype(Z.dtype)
         terms = iter(terms)

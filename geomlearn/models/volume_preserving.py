@@ -24,8 +24,8 @@ from .._validation import check_floating, check_int, check_last_dim, float_dtype
 from ..layers._linalg import small_matmul
 from ..layers._position_signal import PLACEMENTS, AbstractPositionSignal, resolve_position_signal
 from ..layers._real_angles import check_times
+from ..layers._row_steps import check_steps
 from ..layers._vp_attention import AbstractWeighting, check_window, weighting_from
-from ..layers.positional import PositionalEncoding
 from ..layers._fused_shears import fuse_shears
 from ..layers.volume_preserving import (
     VolumePreservingAttention,
@@ -214,13 +214,16 @@ class VolumePreservingFeedForward(AbstractFeedForwardIntegrator):
         return z
 
 
-def _check_times(dim: int | None, Z, times) -> None:
+def _check_times(dim: int | None, Z, times, steps=None):
     """`ValueError` for a window the transformer does not accept (when `dim` is given) or
-    `times` that do not fit it (see `geomlearn.layers._real_angles.check_times`)."""
+    `times` or `steps` that do not fit it (see `geomlearn.layers._real_angles.check_times`
+    and `geomlearn.layers._row_steps.check_steps`); returns the steps as an array."""
     if dim is not None:
         check_window("VolumePreservingTransformer", Z, dim)
     if times is not None:
         check_times(times, Z.shape[0], "VolumePreservingTransformer")
+    return None if steps is None else check_steps(steps, Z.shape[0],
+                                                  "VolumePreservingTransformer")
 
 
 class _StructureOfWeighting:
@@ -262,14 +265,14 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
       of each feed-forward network; `L`: the number of units.
     - `weighting`: `"skew"` (default, volume-preserving), `"arbitrary"` (does **not**
       preserve volume; `model.structure == "none"`) or a weighting object.
-    - `positional_encoding`: `False` or `None` (default: no signal), `True` (this
-      family's default, `"split-amplitude"`), a shorthand (`"split-amplitude"`,
-      `"amplitude"`, `"bias"`, `"input"`, `"scaled"`, `"conjugate"`) or a signal object;
-      the model stores the resolved name.
+    - `positional_encoding`: `False`/`None` (default: none), `True` (`"split-amplitude"`), a
+      name in the class's `placements` or a signal object; stored resolved.
     - `key`: a JAX PRNG key; `dtype`: the parameter dtype (`None`: JAX's default float).
 
-    **Call:** `model(Z, times=None)`: `Z` `(T, dim)`, any $T \ge 1$, to the same shape and
-    dtype, the signal reading `times`; `model.inverse(Y, times)` inverts it (skew).
+    **Call:** `model(Z, times=None, steps=None)`: `Z` `(T, dim)`, any $T \ge 1$, to the
+    same shape and dtype, the signal reading `times`; `steps` `(T,)` scale every increment
+    of a row's feed-forward layers (its step relative to the training step; volume is
+    preserved for every sequence); `model.inverse(Y, times, steps)` inverts it (skew).
 
     Brantner, de Romemont, Kraus, Li, ESAIM: Proc. & Surveys 81 (2025), arXiv:2312.11166.
     """
@@ -283,7 +286,7 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
 
     attention: tuple[VolumePreservingAttention, ...]
     feedforward: tuple[VolumePreservingFeedForward, ...]
-    encoder: PositionalEncoding | None
+    encoder: eqx.Module | None  # the signal's encoder: a table, rotary frequencies or None
     # per unit: the gains of its feed-forward network (`None`: a signal without gains)
     position_gains: tuple[tuple[Float[Array, "rows m"], ...], ...] | None
     dim: int = eqx.field(static=True)
@@ -353,34 +356,42 @@ class VolumePreservingTransformer(AbstractTransformerIntegrator):
         return self.scheme.name
 
     def __call__(
-        self, Z: Float[Array, "T dim"], times: Float[Array, " T"] | None = None
+        self, Z: Float[Array, "T dim"], times: Float[Array, " T"] | None = None,
+        steps: Float[Array, " T"] | None = None,
     ) -> Float[Array, "T dim"]:
         r"""Map the window `Z` `(T, dim)` to $\Phi_\theta(Z)$ (same shape and dtype); the
-        position signal reads the rows' real `times` `(T,)` when given."""
-        _check_times(self.dim, Z, times)
+        position signal reads the rows' real `times` `(T,)` when given. `steps` `(T,)`,
+        positive: each row's step relative to the training step, scaling every increment
+        of the feed-forward networks on that row (not the attention); volume-preserving
+        for every sequence of steps (`geomlearn.layers._row_steps`)."""
+        steps = _check_times(self.dim, Z, times, steps)
         Z = self.signal.encode(self.encoder, Z, times)
         for u, (attention, feedforward) in enumerate(zip(self.attention, self.feedforward)):
             Z = attention(Z)
-            if self.position_gains is None:
+            if self.position_gains is None and steps is None:
                 Z = feedforward(Z)
             else:
-                Z = feedforward_with_position(feedforward, Z, self.position_gains[u],
-                                              self.signal, times)
+                Z = feedforward_with_position(feedforward, Z, self._gains(u), self.signal,
+                                              times, steps)
         return self.signal.decode(self.encoder, Z, times)
 
+    def _gains(self, u: int):
+        return None if self.position_gains is None else self.position_gains[u]
+
     def inverse(
-        self, Y: Float[Array, "T dim"], times: Float[Array, " T"] | None = None
+        self, Y: Float[Array, "T dim"], times: Float[Array, " T"] | None = None,
+        steps: Float[Array, " T"] | None = None,
     ) -> Float[Array, "T dim"]:
         r"""The exact inverse $\Phi_\theta^{-1}$ (skew weighting only; see
-        `VolumePreservingAttention.inverse`), at the same `times` as the map."""
-        _check_times(self.dim, Y, times)
+        `VolumePreservingAttention.inverse`), at the same `times` and `steps` as the map."""
+        steps = _check_times(self.dim, Y, times, steps)
         Y = self.signal.undo_decode(self.encoder, Y, times)
         for u in reversed(range(self.L)):
-            if self.position_gains is None:
+            if self.position_gains is None and steps is None:
                 Y = self.feedforward[u].inverse(Y)
             else:
                 Y = feedforward_inverse_with_position(
-                    self.feedforward[u], Y, self.position_gains[u], self.signal, times)
+                    self.feedforward[u], Y, self._gains(u), self.signal, times, steps)
             Y = self.attention[u].inverse(Y)
         return self.signal.undo_encode(self.encoder, Y, times)
 
@@ -391,14 +402,16 @@ class _VolumePreservingTransformerInference(eqx.Module):
 
     attention: tuple
     feedforward: tuple
-    encoder: PositionalEncoding | None
+    encoder: eqx.Module | None  # the signal's encoder: a table, rotary frequencies or None
     signal: AbstractPositionSignal = eqx.field(static=True)
 
     def __call__(
-        self, Z: Float[Array, "T dim"], times: Float[Array, " T"] | None = None
+        self, Z: Float[Array, "T dim"], times: Float[Array, " T"] | None = None,
+        steps: Float[Array, " T"] | None = None,
     ) -> Float[Array, "T dim"]:
-        _check_times(None, Z, times)
+        steps = _check_times(None, Z, times, steps)
         Z = self.signal.encode(self.encoder, Z, times)
         for attention, feedforward in zip(self.attention, self.feedforward):
-            Z = feedforward(attention(Z))
+            Z = attention(Z)
+            Z = feedforward(Z) if steps is None else jax.vmap(feedforward)(Z, steps)
         return self.signal.decode(self.encoder, Z, times)

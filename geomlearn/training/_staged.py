@@ -60,6 +60,10 @@ def plain_twin(model):
     if config is None:
         raise ValueError(f"{type(model).__name__} has no position signal "
                          "(positional_encoding is False or not an option of the model)")
+    if not model.signal.starts_plain:
+        raise ValueError(
+            f"{type(model).__name__} with positional_encoding={model.positional_encoding!r} "
+            "does not start as the model without encoding; it cannot be trained position-last")
     plain = type(model)(**config, key=jax.random.PRNGKey(0))
     own, theirs = _arrays_by_path(model), _arrays_by_path(plain)
     if len(own) == len(theirs) or any(
