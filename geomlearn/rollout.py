@@ -51,6 +51,7 @@ def iterate(
     *,
     prediction_window: int | None = None,
     dt=None,
+    times=None,
 ):
     r"""Roll a trained model out from initial states.
 
@@ -59,10 +60,8 @@ def iterate(
       step feeds the last $T$ states and appends the last `pw` rows of the output. With
       `pw < T` the iterated window update is not structure-preserving even for a
       structure-preserving model, and a `UserWarning` says so.
-    - Hamiltonian networks: the implicit midpoint rule
-      $z_{k+1} = z_k + h\, J\nabla H_\theta\big((z_k + z_{k+1})/2\big)$ with step `dt`,
-      solved to round-off (a symplectic integrator of the learned Hamiltonian); a solve
-      that does not converge raises.
+    - Hamiltonian networks: implicit-midpoint steps of size `dt` of the learned field,
+      solved to round-off (a solve that does not converge raises).
     - Any other model: its own `rollout` (see `geomlearn.models.AbstractModel`).
 
     **Arguments:**
@@ -74,7 +73,11 @@ def iterate(
       (`n_points ≥ 1`; for a transformer, `n_points ≥ T`).
     - `prediction_window`: transformers only, the number `pw` of output rows appended per
       step (`1 ≤ pw ≤ T`); `None` means `T`. Use the value the model was trained with.
-    - `dt`: Hamiltonian networks only, the time step (required for them).
+    - `dt`: Hamiltonian networks, the time step; with `times`, the step the model was
+      trained at (the training data's `dt`).
+    - `times`: feed-forward and transformer integrators, the real times `(n_points,)` of
+      the rows (the first the initial states'), each step advanced by its length in
+      units of `dt` (`geomlearn.models._timed`); transformers: `n_points - T` a multiple of `pw`.
 
     **Returns:** the trajectory `(n_points, d)` (or `(B, n_points, d)`), in the dtype of
     `initial`, whose first rows are the initial states.
@@ -86,18 +89,19 @@ def iterate(
     ```python
     model = gl.GSympNet(2, key=jax.random.PRNGKey(0))
     traj = gl.iterate(model, jnp.array([1.0, 0.0]), 1000)      # (1000, 2)
-    batch = gl.iterate(model, jnp.ones((8, 2)), 1000)          # (8, 1000, 2)
     ```
 
-    The rollout is one `lax.scan` compiled with `equinox.filter_jit`: calling again with
-    the same model structure, shapes and `n_points` does not recompile.
+    One `lax.scan` under `equinox.filter_jit`, compiled once per model structure and shape.
     """
     check_model(model)
     n_points = check_int("n_points", n_points, minimum=1)
     initial = jnp.asarray(initial)
     check_floating("initial", initial)
     shape = tuple(initial.shape)
-    task = model.rollout_task(shape, prediction_window=prediction_window, dt=dt)
+    if times is not None:
+        _check_timed(model, times, n_points, dt)
+    task = model.rollout_task(shape, prediction_window=prediction_window,
+                              dt=None if times is not None else dt)
     state = model.state_shape(task)
     if initial.ndim not in (len(state), len(state) + 1) or shape[-len(state):] != state:
         raise ValueError(
@@ -111,6 +115,11 @@ def iterate(
             f"least {n_initial}, got {n_points}"
         )
     batched = initial.ndim == len(state) + 1
+    if times is not None:
+        out = _rollout_at(model, initial, np.asarray(times, np.float64), float(dt), task,
+                          batched)
+        _check_finite(model, out if batched else out[None], task, batched)
+        return out
     leaves = jax.tree_util.tree_leaves((model, initial))
     if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
         return model_rollout(model, initial, n_points, task, batched=batched)
@@ -121,6 +130,27 @@ def iterate(
         raise RolloutError(f"the rollout failed: {_cause(e)}; {ROLLOUT_ADVICE}") from None
     _check_finite(model, out if batched else out[None], task, batched)
     return out
+
+
+def _check_timed(model, times, n_points: int, dt) -> None:
+    """`ValueError` unless `model` rolls out at real times and `times` and `dt` fit."""
+    if not model.reads_times:
+        raise ValueError(f"{type(model).__name__} does not roll out at irregular times "
+                         "(times=): feed-forward and transformer integrators do")
+    if dt is None:
+        raise ValueError("times= needs dt, the nominal step the model was trained at (the "
+                         "training data's dt)")
+    shape = np.shape(times)
+    if shape != (n_points,):
+        raise ValueError(f"times must have shape ({n_points},), one per returned row "
+                         f"(n_points), got shape {shape}")
+
+
+def _rollout_at(model, initial, times, dt, task, batched):
+    """`model.rollout_at` of one initial state or of a batch (`jax.vmap`); the times stay
+    NumPy (the relative steps are formed once, in float64, outside the scan)."""
+    one = lambda z: model.rollout_at(z, times, dt, task)  # noqa: E731
+    return jax.vmap(one)(initial) if batched else one(initial)
 
 
 def _cause(error: Exception) -> str:

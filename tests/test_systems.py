@@ -113,6 +113,13 @@ def rhs_parametric_pendulum(z, omega0=1.0, epsilon=0.5, Omega=2.0):
                      omega0**2 * epsilon * Omega * np.sin(Omega * tau) * (1.0 - np.cos(q))])
 
 
+def rhs_forced_oscillator(z, omega0=1.0, beta=0.5, f0=0.5, Omega=1.5):
+    # z = (q, τ, p, E), K = p²/2 + E + ω0² q²/2 + β q⁴/4 − f0 q cos Ωτ
+    q, tau, p, _ = z
+    return np.array([p, 1.0, -omega0**2 * q - beta * q**3 + f0 * np.cos(Omega * tau),
+                     -f0 * Omega * q * np.sin(Omega * tau)])
+
+
 def rhs_forced_rigid_body(z, inertia=(2.0, 1.0, 2.0 / 3.0), epsilon=0.5, Omega=1.0):
     # z = (m, τ, E): Euler's equations with pulsating inverse moments r_k(τ); Ė = −∂_τ T
     m, tau = z[:3], z[3]
@@ -151,6 +158,7 @@ HAND_WRITTEN = {
     "linear_wave": (geomlearn.systems.LinearWave(n_points=7), rhs_wave),
     "parametric_pendulum": (geomlearn.systems.ParametricPendulum(), rhs_parametric_pendulum),
     "forced_rigid_body": (geomlearn.systems.ForcedRigidBody(), rhs_forced_rigid_body),
+    "forced_oscillator": (geomlearn.systems.ForcedOscillator(), rhs_forced_oscillator),
     "damped_pendulum": (geomlearn.systems.DampedPendulum(gamma=0.3, m=1.3, l=0.8, g=2.1), rhs_damped_pendulum),
     "duffing": (geomlearn.systems.Duffing(), rhs_duffing),
     "forced_mass_spring": (geomlearn.systems.ForcedMassSpring(m=2.0, k=0.5, c=0.3, f0=1.5), rhs_forced_mass_spring),
@@ -444,7 +452,7 @@ FAMILIES = {
     "canonical": {"HarmonicOscillator", "Pendulum", "DoublePendulum",
                   "CoupledHarmonicOscillator", "HenonHeiles", "Kepler", "ThreeBody"},
     "rigid": {"RigidBody"},
-    "driven": {"ParametricPendulum", "ForcedRigidBody"},
+    "driven": {"ParametricPendulum", "ForcedOscillator", "ForcedRigidBody"},
     "lattices": {"bump", "TodaLattice", "LinearWave"},
     "port_hamiltonian": {"AbstractPortHamiltonianSystem", "DampedPendulum", "Duffing",
                          "ForcedMassSpring"},

@@ -22,7 +22,7 @@ from ._errors import CLIError, user
 from ._options import DEFAULT_HORIZON, DEFAULT_SEQ_LENGTH, TrainOptions
 from ._hamiltonian import check_model_holds_no_system, load_hamiltonian, own_system
 from ._long_options import check_long_options, horizon_options
-from ._own_data import check_model_fits, from_file, held_out_of_run, split_file
+from ._own_data import check_model_fits, from_file, held_out_of_run, nominal_step, split_file
 from ._recipes import for_system, phase_space, stride_report
 from ._registry import resolve_model, spec_of
 from ._runs import NOT_TRAINED, MODEL_FILE, how_it_ended, learned, load_run, read_run_json, run_folder
@@ -189,7 +189,8 @@ def _finish(out, *, spec, model, system, held_out, fit_options, run, history, ho
             started, on, horizon, limits, baselines, stride) -> int:
     """Evaluate the trained model (against `system`, or `None` for a user's file; `on`
     names the data), write `metrics.json` and the report, print a summary; the exit
-    status (`NOT_TRAINED` when the model did not learn: `learned`). `limits` is
+    status (`NOT_TRAINED` when the model did not learn: `learned`). `horizon` is what the
+    evaluation adds (the long horizon; irregular data's nominal step), `limits`
     `(epochs, time_budget, unit)` of the run's budget, `baselines` `_baselines`', `stride`
     `stride_report`'s."""
     result = spec.evaluate(model, system, held_out, **fit_options, **horizon)
@@ -291,7 +292,8 @@ def train(args) -> int:
     return _finish(out, spec=spec, model=model, system=against, held_out=held_out,
                    fit_options=fit_options, run=run, history=history, how=how,
                    fit_seconds=fit_seconds, started=started, on=on,
-                   horizon=horizon_options(options.horizon, options.particles, added),
+                   horizon={**horizon_options(options.horizon, options.particles, added),
+                            **nominal_step(held_out, train_data.dt)},
                    limits=(epochs, budget, unit), baselines=baselines,
                    stride=stride_report(options.stride, against, train_data))
 
@@ -322,7 +324,8 @@ def evaluate(args) -> int:
                                labels=run.get("labels") or [], fit_options=options.task_options(),
                                evaluated=spec.evaluation.user_options, horizon=args.horizon)
     result = spec.evaluate(model, system, held_out, **options.task_options(),
-                           **horizon_options(args.horizon, options.particles, added))
+                           **horizon_options(args.horizon, options.particles, added),
+                           **nominal_step(held_out, run.get("dt")))
     metrics = dict(result)
     if (out / "metrics.json").exists():
         previous = read_run_json(out / "metrics.json")

@@ -59,9 +59,10 @@ class AbstractEvaluation(AbstractPolicy):
         """The structure check of the model's map at `points`."""
 
 
-def _against_classical(result, model, system, data):
+def _against_classical(result, model, system, data, dt=None):
     """`result` with the work–precision comparison of `model` against the classical
-    integrators of `system` (`geomlearn.work_precision`): its metrics under
+    integrators of `system` (`geomlearn.work_precision`; `dt`: the step of irregular
+    `data`, the training data's mean step, `None`: the data's own): its metrics under
     `"work_precision"`, both ratios and the verdict at the top level. Without a system
     there is nothing to compare with; a comparison that does not apply (a `ValueError`)
     or whose reference cannot be computed (an `IntegrationError`) is said on stderr and
@@ -69,7 +70,7 @@ def _against_classical(result, model, system, data):
     if system is None:
         return result
     try:
-        measured = work_precision(model, system, data)
+        measured = work_precision(model, system, data, dt=dt)
     except (ValueError, IntegrationError) as e:
         print(f"geomlearn: no comparison with the classical integrators: {e}", file=sys.stderr)
         result.update(work_precision=None)
@@ -104,7 +105,7 @@ class IntegratorEvaluation(AbstractEvaluation):
 
     def evaluate(self, model, system, data, **options):
         return _against_classical(evaluate(model, system, data, **options), model, system,
-                                  data)
+                                  data, options.get("dt"))
 
     def report(self, path, *, run, history, evaluation, title):
         return _integrator_report(path, run, history, evaluation)
@@ -127,10 +128,10 @@ class DissipativeEvaluation(AbstractEvaluation):
 
     def evaluate(self, model, system, data, **options):
         result = _against_classical(evaluate(model, system, data, **options), model, system,
-                                    data)
+                                    data, options.get("dt"))
         if isinstance(system, AbstractPortHamiltonianSystem):
             metrics, series = dissipation_metrics(model, system, result.rollout, result.reference,
-                                                  float(data.dt))
+                                                  float(options.get("dt", data.dt)))
             result.update(metrics)
             result.energy_series = series
         return result

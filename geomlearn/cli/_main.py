@@ -28,10 +28,12 @@ EXAMPLES = {
               "\n  geomlearn train --system kepler --symmetry rotation:0,1"
               "\n  geomlearn train --data traj.csv --q-columns x y --p-columns px py"
               "\n  geomlearn train --data traj.csv --hamiltonian my_system.py:H "
-              "--hamiltonian-separable"),
+              "--hamiltonian-separable"
+              "\n  geomlearn train --data uneven.csv --irregular --model symplectic-transformer"),
     "predict": ("geomlearn predict runs/traj-gsympnet-20261201-101500-3fa2/ --from-data traj.csv "
                 "--steps 500 --out rollout.csv\n  geomlearn predict RUN --initial starts.npz "
-                "--steps 1000 --out rollout.npz"),
+                "--steps 1000 --out rollout.npz\n  geomlearn predict RUN --from-data uneven.csv "
+                "--times times.txt --out at_times.csv"),
     "evaluate": ("geomlearn evaluate runs/pendulum-gsympnet-20261201-101500-3fa2/"
                  "\n  geomlearn evaluate runs/pendulum-gsympnet-20261201-101500-3fa2/ --horizon 100000"),
     "check": "geomlearn check runs/pendulum-gsympnet-*/ --points 32",

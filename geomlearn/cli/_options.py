@@ -70,7 +70,8 @@ class TrainOptions:
     **Fields:** `system` (the command-line name of a built-in system; `None` with
     `data`), `data` (a trajectory file), `hamiltonian` (with `data`: the data's
     Hamiltonian, `MODULE:FUNCTION`), `hamiltonian_separable` (it is separable), `q_columns`,
-    `p_columns`, `val_fraction`,
+    `p_columns`, `irregular` (with `data`: keep each row's time, for a file whose time
+    column is not uniform), `val_fraction`,
     `model` (a command-line name), `epochs`, `batch_size`, `trainer` (`"auto"`, `"lm"`,
     `"adam"`), `time_budget` (seconds), `seq_length`, `prediction_window`,
     `positional_encoding` (`False`, `True` or a placement's name), `reduced_dim`,
@@ -84,8 +85,8 @@ class TrainOptions:
     `plot_columns`; see `geomlearn.cli._long_options`), and where the run is written,
     `out` and `force` (not recorded). `None` leaves a choice to the run
     (`resolved`). Counts below 1, a time budget that is not positive, a negative
-    horizon, a stride with `data` or a Hamiltonian without it raise `ValueError` naming
-    the flag.
+    horizon, a stride with `data`, a Hamiltonian or `irregular` without it, or `irregular`
+    with `test_data` or `reference` raise `ValueError` naming the flag.
     """
 
     system: str | None = None
@@ -94,6 +95,7 @@ class TrainOptions:
     hamiltonian_separable: bool = False
     q_columns: tuple[str, ...] | None = None
     p_columns: tuple[str, ...] | None = None
+    irregular: bool = False
     val_fraction: float = 0.2
     model: str = "gsympnet"
     epochs: int | None = None
@@ -138,6 +140,12 @@ class TrainOptions:
         if self.hamiltonian is not None and self.data is None:
             raise ValueError("--hamiltonian applies to your own data (--data FILE); a built-in "
                              "--system brings its own Hamiltonian")
+        if self.irregular and self.data is None:
+            raise ValueError("--irregular applies to your own data (--data FILE)")
+        if self.irregular and (self.test_data is not None or self.reference is not None):
+            raise ValueError(f"--{'test-data' if self.test_data is not None else 'reference'} "
+                             "does not apply with --irregular: the long horizon steps at the "
+                             "training data's mean step from the held-out trajectories")
         if self.hamiltonian_separable and self.hamiltonian is None:
             raise ValueError("--hamiltonian-separable applies to --hamiltonian MODULE:FUNCTION")
         resolve_symmetry(self.symmetry)  # a spec of geomlearn.symmetries, or None
@@ -168,7 +176,7 @@ class TrainOptions:
             hamiltonian=user(hamiltonian_reference, args.hamiltonian),
             hamiltonian_separable=bool(args.hamiltonian_separable),
             q_columns=column_names(args.q_columns), p_columns=column_names(args.p_columns),
-            val_fraction=args.val_fraction, model=spec.name,
+            irregular=bool(args.irregular), val_fraction=args.val_fraction, model=spec.name,
             epochs=args.epochs, batch_size=args.batch_size, trainer=args.trainer,
             time_budget=args.time_budget, seq_length=args.seq_length,
             prediction_window=args.prediction_window, positional_encoding=args.positional_encoding,
@@ -256,6 +264,11 @@ def train_arguments(t) -> None:
                         "docs: Your own data)")
     t.add_argument("--p-columns", nargs="+", default=None, metavar="NAME",
                    help="with --data: the momentum columns, in order, with --q-columns")
+    t.add_argument("--irregular", action="store_true",
+                   help="with --data: keep each row's time, for a file whose time column is not "
+                        "uniform (irregularly sampled trajectories); the time step is then the "
+                        "training data's mean step. Feed-forward and transformer integrators "
+                        "only (see docs: Your own data)")
     t.add_argument("--val-fraction", type=float, default=0.2,
                    help="with --data: the share of whole trajectories held out for validation (default 0.2, at least one)")
     t.add_argument("--model", default="gsympnet", help="model name (see `geomlearn list`); default gsympnet")

@@ -22,10 +22,12 @@ from ..data import ColumnLayout, ColumnWarning, TrajectoryData, file_columns, la
 from ..evaluation import frame_projection
 from ._errors import CLIError
 from ._options import TrainOptions, column_names
+from ._registry import MODELS
 
 __all__ = ["DataFile", "OwnData", "file_record", "read_trajectories", "read_as_run",
            "state_names", "check_model_fits", "check_lengths", "split_by_trajectory",
-           "from_file", "split_file", "held_out_of_run", "one_run_segments"]
+           "from_file", "split_file", "held_out_of_run", "one_run_segments",
+           "check_reads_times", "nominal_step"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -72,39 +74,45 @@ def _list(names):
     return None if names is None else list(column_names(names) or ())
 
 
-def read_trajectories(path, *, q_columns=None, p_columns=None) -> TrajectoryData:
+def read_trajectories(path, *, q_columns=None, p_columns=None,
+                      irregular: bool = False) -> TrajectoryData:
     """`TrajectoryData.read(path, ...)`, with any error of the file as a one-line `CLIError`
-    naming it; the reader's `ColumnWarning`s are the caller's to report (`from_file`)."""
+    naming it; the reader's `ColumnWarning`s are the caller's to report (`from_file`).
+    `irregular`: keep each row's time (`--irregular`); without it a file whose time step
+    is not uniform is refused, the reader's message naming the flag."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ColumnWarning)
             return TrajectoryData.read(path, q_columns=_list(q_columns),
-                                       p_columns=_list(p_columns))
+                                       p_columns=_list(p_columns), irregular=irregular)
     except (ValueError, TypeError, OSError, KeyError, ImportError) as e:  # ImportError: ASE
         message = _one_line(e)
         raise CLIError(message if str(path) in message else f"{path}: {message}") from None
 
 
-def read_as_run(path, labels, *, q_columns=None, p_columns=None, flag: str = "") -> TrajectoryData:
+def read_as_run(path, labels, *, q_columns=None, p_columns=None, flag: str = "",
+                irregular: bool = False) -> TrajectoryData:
     """The trajectories of `path` with the state columns of a run, by name: the columns
     `labels` (the run's state, in its order; others ignored) of a file that names its
     columns, or `q_columns`/`p_columns` when given; by position for a file without names
     or a run without `labels`. `CLIError` naming the expected and the received columns
-    when the file lacks one; `flag` prefixes messages (`--from-data`)."""
+    when the file lacks one; `flag` prefixes messages (`--from-data`); `irregular` as for
+    `read_trajectories`."""
     if q_columns is not None or p_columns is not None or not labels:
-        return read_trajectories(path, q_columns=q_columns, p_columns=p_columns)
+        return read_trajectories(path, q_columns=q_columns, p_columns=p_columns,
+                                 irregular=irregular)
     try:
         names = file_columns(path)
     except (ValueError, OSError):
         names = None  # reading the file reports what is wrong with it
     if names is None:
-        return read_trajectories(path)
+        return read_trajectories(path, irregular=irregular)
     missing = [n for n in labels if n not in names]
     if missing:
         raise CLIError(f"{flag + ' ' if flag else ''}{path}: no column {missing[0]!r}: the run's "
                        f"state is {', '.join(labels)}, the file has {', '.join(names)} (name "
                        "them with --q-columns/--p-columns)")
-    return read_trajectories(path, q_columns=list(labels), p_columns=())
+    return read_trajectories(path, q_columns=list(labels), p_columns=(), irregular=irregular)
 
 
 def state_names(data, dim: int) -> tuple[str, ...]:
@@ -181,8 +189,8 @@ def one_run_segments(data: TrajectoryData, source, val_fraction: float) -> Traje
     """The one run of an ASE `.traj` file cut into `max(2, round(1 / val_fraction))`
     consecutive segments of (nearly) equal length, neighbours sharing their boundary state,
     so that the split by trajectory holds out stretches of the run the model has not seen
-    and every one-step pair lies in one segment; other data unchanged. `CLIError` for a
-    run too short to cut."""
+    and every one-step pair lies in one segment (irregular data keep their rows' times);
+    other data unchanged. `CLIError` for a run too short to cut."""
     if pathlib.Path(source).suffix.lower() != _ASE_SUFFIX or data.n_trajectories != 1 \
             or not 0.0 < val_fraction < 1.0:
         return data
@@ -192,9 +200,37 @@ def one_run_segments(data: TrajectoryData, source, val_fraction: float) -> Traje
         raise CLIError(f"{source}: its run of {len(z)} states cannot be cut into {n} segments "
                        f"for --val-fraction {val_fraction} (each needs at least 2 states)")
     bounds = np.linspace(0, len(z) - 1, n + 1).round().astype(int)
-    return TrajectoryData.from_arrays([z[a:b + 1] for a, b in zip(bounds[:-1], bounds[1:])],
-                                      data.dt, t0=data.t0[0] + data.dt * bounds[:-1],
+    cuts = [slice(a, b + 1) for a, b in zip(bounds[:-1], bounds[1:])]
+    pieces = [z[cut] for cut in cuts]
+    if data.irregular:
+        t = data.row_times[0]
+        return TrajectoryData.from_times(pieces, [t[cut] for cut in cuts], labels=data.labels)
+    return TrajectoryData.from_arrays(pieces, data.dt, t0=data.t0[0] + data.dt * bounds[:-1],
                                       labels=data.labels)
+
+
+def check_reads_times(spec) -> None:
+    """`CLIError` naming the model `spec` and the models that take irregularly sampled
+    data (`--irregular`): those whose class reads times (`reads_times`: the feed-forward
+    and transformer integrators)."""
+    if spec.cls.reads_times:
+        return
+    able = ", ".join(name for name, s in MODELS.items() if s.cls.reads_times)
+    raise CLIError(f"--irregular: {spec.name} ({spec.cls.__name__}) cannot be trained on "
+                   "irregularly sampled data; the feed-forward and transformer integrators "
+                   f"can: {able}")
+
+
+def nominal_step(held_out: TrajectoryData, dt) -> dict:
+    """`{"dt": dt}` for irregular held-out data, evaluated at their own times in units of
+    the training data's (mean) step `dt`; `{}` for regular data (their own step). `CLIError`
+    when the run records no step."""
+    if not held_out.irregular:
+        return {}
+    if dt is None:
+        raise CLIError("run.json records no time step dt, the step irregular data are "
+                       "evaluated in")
+    return {"dt": float(dt)}
 
 
 def _layout(path, options: TrainOptions) -> ColumnLayout | None:
@@ -212,8 +248,11 @@ def from_file(options: TrainOptions, spec) -> OwnData:
     if options.n_trajectories is not None:
         raise CLIError("--n-trajectories applies to --system data; with --data every trajectory "
                        "of the file is used")
+    if options.irregular:
+        check_reads_times(spec)
     source = pathlib.Path(options.data)
-    data = read_trajectories(source, q_columns=options.q_columns, p_columns=options.p_columns)
+    data = read_trajectories(source, q_columns=options.q_columns, p_columns=options.p_columns,
+                             irregular=options.irregular)
     data = one_run_segments(data, source, options.val_fraction)
     atoms = 3 if source.suffix.lower() == _ASE_SUFFIX else 0  # ASE: particles in 3-D
     shape = DataFile(dim=data.dim, canonical=data.dim % 2 == 0, labels=state_names(data, data.dim),
@@ -239,11 +278,13 @@ def split_file(options: TrainOptions, own: OwnData, fit_options: dict) -> OwnDat
                                                source=source)
     record = {"data_file": file_record(source), "val_fraction": options.val_fraction,
               "q_columns": _list(options.q_columns), "p_columns": _list(options.p_columns),
-              "dt": data.dt}
+              "dt": train.dt}  # irregular data: the training trajectories' mean step
     layout = own.layout
     columns = layout.describe() if layout is not None else "state by position (no column names)"
+    step = (f"irregular times, mean step {train.dt:g} (training)" if data.irregular
+            else f"dt={data.dt:g}")
     description = (f"{source.name}: {data.n_trajectories} trajectories of dimension {data.dim}, "
-                   f"dt={data.dt:g}; {columns}; {how}")
+                   f"{step}; {columns}; {how}")
     if layout is not None and layout.left_out:
         record["left_out_columns"] = list(layout.left_out)
         print(f"geomlearn: warning: {source.name}: the columns {', '.join(layout.left_out)} look "
@@ -254,7 +295,8 @@ def split_file(options: TrainOptions, own: OwnData, fit_options: dict) -> OwnDat
 
 def held_out_of_run(run: dict, options: TrainOptions) -> TrajectoryData:
     """The held-out trajectories of a run trained with `--data` (`run.json` and its
-    `options`): the file read with the run's state columns (`read_as_run`) and split
+    `options`): the file read with the run's state columns (`read_as_run`; with its
+    row times when it was trained with `--irregular`) and split
     again as at training; `CLIError` when it is missing or its SHA-256 has changed."""
     recorded = run["data_file"]
     path = pathlib.Path(recorded.get("path", ""))
@@ -264,6 +306,6 @@ def held_out_of_run(run: dict, options: TrainOptions) -> TrajectoryData:
         raise CLIError(f"the run's data file {path} has changed since training (its SHA-256 "
                        "differs from the one in run.json)")
     data = read_as_run(path, run.get("labels"), q_columns=options.q_columns,
-                       p_columns=options.p_columns)
+                       p_columns=options.p_columns, irregular=options.irregular)
     data = one_run_segments(data, path, options.val_fraction)
     return split_by_trajectory(data, options.val_fraction, seed=options.seed, source=path)[1]

@@ -198,8 +198,9 @@ class IntegratorPlan(AbstractPlan):
         r"""The relative loss $\|\hat Y - Y\|_F / \|Y\|_F$ of the identity map on the
         model's samples of `data`: each predicted state is the one its sample starts
         from ($z_{t+1} = z_t$; a window model's rows are those `pw` steps earlier, the
-        window unchanged). `None` for samples whose targets are time derivatives or the
-        input itself (nothing for the identity map to predict)."""
+        window unchanged; the times of irregular data's samples dropped). `None` for
+        samples whose targets are time derivatives or the input itself (nothing for the
+        identity map to predict)."""
         x, y, task = model.training_samples(data, model.task(**fit_options), what="val_data")
         form = task.samples
         if form.derivatives:
@@ -209,6 +210,8 @@ class IntegratorPlan(AbstractPlan):
             return None, "it reconstructs its input, which the identity map does exactly"
         if isinstance(form, StepResiduals):  # the input is the pair (z_t, z_{t+1})
             x = x[:, 0]
+        if form.timed:  # irregular data: the input's trailing columns are its times
+            x = x[..., :model.dim]
         target = jax.vmap(lambda s: model.target(s, task))(y)
         guess = jax.vmap(lambda s: model.target(s, task))(x)
         return float(jnp.linalg.norm(guess - target) / jnp.linalg.norm(target)), ""

@@ -11,6 +11,11 @@ The output has the formats `geomlearn.TrajectoryData.read` reads, chosen by the 
 `--out`: `.csv` (`trajectory`, `t`, then the state columns) or `.npz` (`traj_i`, `t_i`);
 its time column continues from each initial state's time with the run's time step.
 
+With `--times FILE` (instead of `--steps`) every rollout is made at those real times
+(`geomlearn.iterate(..., times=, dt=)`, `dt` the run's training step, for irregular data
+its mean step): the first time(s) are the initial state's (window's), and the output's
+time column holds the times.
+
 Every rollout is kept: one that fails (a step of the model cannot be taken, or its state
 is not finite) is written up to its last finite state, and `<out>.status.json` gives the
 status of each (`status_record`); the exit status is 0 when all succeeded and
@@ -27,6 +32,7 @@ import tempfile
 import time
 
 import equinox as eqx
+import jax
 import numpy as np
 
 from .._files import check_writable, write_atomic, write_json
@@ -35,7 +41,14 @@ from ..models._base import model_rollout
 from ._errors import CLIError, user
 from ._options import TrainOptions
 from ._own_data import state_names
-from ._predict_input import OUT_SUFFIXES, Starts, read_initial
+from ._predict_input import (
+    OUT_SUFFIXES,
+    Starts,
+    check_steps_or_times,
+    read_initial,
+    rows_per_step,
+    times_for,
+)
 from ._runs import load_run, read_run_json
 
 __all__ = ["predict", "predict_arguments", "Starts", "Outcome", "read_initial",
@@ -68,7 +81,16 @@ def predict_arguments(p) -> None:
                         "time) or an .npz with states (B, d) or (B, T, d) (and optionally columns)")
     source.add_argument("--from-data", metavar="PATH", help="a trajectory file (.npz or .csv, as "
                         "for train --data): start from each trajectory's first state(s)")
-    p.add_argument("--steps", type=int, required=True, help="steps to predict after the initial state(s)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="steps to predict after the initial state(s), at the run's time step")
+    p.add_argument("--times", metavar="FILE", default=None,
+                   help="instead of --steps: the times of the rows of every rollout, a text "
+                        "file of one time per line (blank lines and # comments skipped) or a "
+                        ".npy 1-D array, strictly increasing; the first time is the initial "
+                        "state's (the first T a transformer's window's), the others the times "
+                        "to predict at (for a transformer a multiple of its prediction window), "
+                        "and they make the output's t column. Feed-forward and transformer "
+                        "integrators only (irregularly sampled output, as train --irregular)")
     p.add_argument("--out", required=True, metavar="FILE", help="the output file, .csv or .npz "
                    "(and FILE.status.json: the status of each rollout)")
     p.add_argument("--q-columns", nargs="+", default=None, metavar="NAME",
@@ -100,52 +122,73 @@ def _finite(states: np.ndarray, n_init: int) -> Outcome:
     return Outcome(states[:k], "non-finite", step, f"the state is not finite at step {step}")
 
 
-def _alone(model, z0, first, n_points: int, task) -> Outcome:
-    r"""The rollout of one initial state `z0` (`first`: its `n_init` states): whole, or up
-    to the last step the model could take, found by bisection on the number of points."""
+def _alone(run, z0, first, n_points: int, per: int = 1) -> Outcome:
+    r"""The rollout `run(z0, n)` of one initial state `z0` (`first`: its `n_init` states):
+    whole, or up to the last step the model could take, found by bisection on the number
+    of points (`n_init` plus a multiple of `per`)."""
     n_init = first.shape[0]
     try:
-        return _finite(np.asarray(model_rollout(model, z0, n_points, task, batched=False)), n_init)
+        return _finite(np.asarray(run(z0, n_points)), n_init)
     except eqx.EquinoxRuntimeError as e:
         reason = _stopped(e)
-    good, lo, hi = first, n_init, n_points
-    while hi - lo > 1:  # a rollout of lo points succeeds, one of hi points fails
+    good, lo, hi = first, 0, (n_points - n_init) // per
+    while hi - lo > 1:  # a rollout of lo steps of `per` rows succeeds, one of hi fails
         mid = (lo + hi) // 2
         try:
-            good, lo = np.asarray(model_rollout(model, z0, mid, task, batched=False)), mid
+            good, lo = np.asarray(run(z0, n_init + mid * per)), mid
         except eqx.EquinoxRuntimeError:
             hi = mid
     outcome = _finite(good, n_init)
     if outcome.status != "ok":
         return outcome
-    step = lo - n_init + 1
+    step = lo * per + 1
     return Outcome(good, "failed", step, f"step {step} failed: {reason}")
 
 
-def roll_out(model, initial, first, n_points: int, task) -> list[Outcome]:
+def _runner(model, task, times, dt):
+    """`(run, per)`: `run(z, n, *, batched=False)` the first `n` points of the rollout from
+    `z` (at the first `n` of `times`, in units of `dt`, when given:
+    `model.rollout_at`, as `geomlearn.iterate(..., times=)` computes it), `per` the rows
+    a step appends."""
+    def run(z, n, *, batched=False):
+        if times is None:
+            return model_rollout(model, z, n, task, batched=batched)
+        one = lambda s: model.rollout_at(s, times[:n], dt, task)  # noqa: E731
+        return jax.vmap(one)(z) if batched else one(z)
+
+    return run, 1 if times is None else rows_per_step(model, task)
+
+
+def roll_out(model, initial, first, n_points: int, task, *, times=None, dt=None) -> list[Outcome]:
     """The `Outcome` of each rollout of `initial` (`first`: the `n_init` first states of
-    each): one batched call; when a runtime check fails in it, each rollout alone, so
-    that one failure does not lose the others."""
+    each), at the real `times` `(n_points,)` in units of the nominal step `dt` when given:
+    one batched call; when a runtime check fails in it, each rollout alone, so that one
+    failure does not lose the others."""
     n_init = first.shape[1]
+    run, per = _runner(model, task, times, dt)
     try:
-        batch = np.asarray(user(model_rollout, model, initial, n_points, task, batched=True))
+        batch = np.asarray(user(run, initial, n_points, batched=True))
         return [_finite(z, n_init) for z in batch]
     except eqx.EquinoxRuntimeError:
         pass
-    return [_alone(model, initial[i], first[i], n_points, task) for i in range(len(first))]
+    return [_alone(run, initial[i], first[i], n_points, per) for i in range(len(first))]
 
 
 # ----------------------------------------------------------------------- writing
 
 
-def write_trajectories(path, trajectories, *, start_times, dt: float, labels, names) -> pathlib.Path:
+def write_trajectories(path, trajectories, *, start_times, dt: float, labels, names,
+                       times=None) -> pathlib.Path:
     r"""Write trajectories (each `(N_i, d)`) to `path` with `TrajectoryData.write` (`.csv` or
     `.npz` by its suffix): trajectory `i`, named `labels[i]`, at times
-    $t_i + k\,\Delta t$, $k = 0 \dots N_i - 1$, state columns `names`. Atomic, with the
-    mode of every file a run writes (`geomlearn._files.write_atomic`)."""
+    $t_i + k\,\Delta t$, $k = 0 \dots N_i - 1$ — or at the first $N_i$ of `times` (the
+    same for all: irregular data) — state columns `names`. Atomic, with the mode of every
+    file a run writes (`geomlearn._files.write_atomic`)."""
     path = pathlib.Path(path)
-    data = TrajectoryData.from_arrays([np.asarray(z) for z in trajectories], dt, t0=start_times,
-                                      labels=tuple(names), names=tuple(str(n) for n in labels))
+    arrays, keep = [np.asarray(z) for z in trajectories], dict(
+        labels=tuple(names), names=tuple(str(n) for n in labels))
+    data = (TrajectoryData.from_arrays(arrays, dt, t0=start_times, **keep) if times is None
+            else TrajectoryData.from_times(arrays, [times[:len(z)] for z in arrays], **keep))
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.stem}.") as folder:
         tmp = pathlib.Path(folder) / f"prediction{path.suffix}"
         data.write(tmp)
@@ -159,11 +202,13 @@ def status_path(out) -> pathlib.Path:
     return out.with_name(out.name + ".status.json")
 
 
-def status_record(outcomes, starts: Starts, *, n_init: int, steps: int, dt: float, out) -> dict:
+def status_record(outcomes, starts: Starts, *, n_init: int, steps: int, dt: float, out,
+                  times=None) -> dict:
     """What `<out>.status.json` holds: per rollout its `trajectory` name, `status`,
     `states` written and `steps` predicted, whether it is `in_file` (a trajectory of at
     least 2 states), and for a failure the `step` that failed, the `reason`, the
-    `last_state` and its time `last_t`; the counts `succeeded` and `failed`."""
+    `last_state` and its time `last_t` (of `times` when the rollout was made at them);
+    the counts `succeeded` and `failed`."""
     rows = []
     for outcome, label, t0 in zip(outcomes, starts.labels, starts.times):
         n = outcome.states.shape[0]
@@ -172,7 +217,7 @@ def status_record(outcomes, starts: Starts, *, n_init: int, steps: int, dt: floa
         if outcome.status != "ok":
             row.update(step=outcome.step, reason=outcome.reason,
                        last_state=np.asarray(outcome.states[-1], np.float64).tolist(),
-                       last_t=float(t0 + dt * (n - 1)))
+                       last_t=float(t0 + dt * (n - 1) if times is None else times[n - 1]))
         rows.append(row)
     failed = sum(o.status != "ok" for o in outcomes)
     return {"prediction": pathlib.Path(out).name, "steps": steps, "dt": dt,
@@ -222,9 +267,10 @@ def _failed(why: str) -> int:
     return 1
 
 
-def _report(out, outcomes, starts: Starts, *, n_init, args, dt, names, headline) -> int:
-    """Write every rollout of at least 2 states and the status file; print the summary;
-    the exit status (0, `SOME_FAILED`, or 1 when no rollout got past its first state)."""
+def _report(out, outcomes, starts: Starts, *, n_init, steps, times, dt, names, headline) -> int:
+    """Write every rollout of at least 2 states (at `times`, when given) and the status
+    file; print the summary; the exit status (0, `SOME_FAILED`, or 1 when no rollout got
+    past its first state)."""
     kept = [i for i, o in enumerate(outcomes) if o.states.shape[0] >= 2]
     failed = [(starts.labels[i], o) for i, o in enumerate(outcomes) if o.status != "ok"]
     if not kept:
@@ -232,9 +278,10 @@ def _report(out, outcomes, starts: Starts, *, n_init, args, dt, names, headline)
         return _failed(f"no rollout got past its initial state (initial state {label!r}: "
                        f"{outcome.reason})")
     write_trajectories(out, [outcomes[i].states for i in kept], start_times=starts.times[kept],
-                       dt=dt, labels=[starts.labels[i] for i in kept], names=names)
+                       dt=dt, labels=[starts.labels[i] for i in kept], names=names,
+                       times=times)
     status = write_json(status_path(out), status_record(
-        outcomes, starts, n_init=n_init, steps=args.steps, dt=dt, out=out))
+        outcomes, starts, n_init=n_init, steps=steps, dt=dt, out=out, times=times))
     verdict = ("all succeeded" if not failed else
                f"{len(outcomes) - len(failed)} succeeded, {len(failed)} failed")
     print(f"{headline}; {verdict}; wrote {out} and {status.name}")
@@ -248,17 +295,19 @@ def _report(out, outcomes, starts: Starts, *, n_init, args, dt, names, headline)
 
 
 def predict(args) -> int:
-    """`geomlearn predict`: the trajectories of a run's model from given initial states;
-    exit status 0 when every rollout succeeded, `SOME_FAILED` when some failed."""
-    if args.steps < 1:
-        raise CLIError(f"--steps must be at least 1, got {args.steps}")
+    """`geomlearn predict`: the trajectories of a run's model from given initial states
+    (at the times of `--times`, when given); exit status 0 when every rollout succeeded,
+    `SOME_FAILED` when some failed."""
+    check_steps_or_times(args)
     out = _checked_out(args.out)
     folder, model, run = load_run(args.dir, need_run=True)
     options = user(TrainOptions.from_run, run)
     dt = _run_dt(folder, run)
     task, n_init, shape = _task(model, options, dt)
+    times = times_for(args.times, model, task, n_init)
+    steps = args.steps if times is None else times.shape[0] - n_init
     expected = _run_labels(run, model.dim)
-    starts = read_initial(args, n_init, expected)
+    starts = read_initial(args, n_init, expected, irregular=options.irregular)
     d = starts.states.shape[-1]
     if d != model.dim:
         raise CLIError(f"the initial states have {d} components, but the run's {type(model).__name__} "
@@ -266,8 +315,10 @@ def predict(args) -> int:
     first = starts.states.astype(run.get("dtype") or ("float64" if options.x64 else "float32"))
     initial = first[:, 0] if len(shape) == 1 else first
     started = time.perf_counter()
-    outcomes = roll_out(model, initial, first, n_init + args.steps, task)
-    headline = (f"geomlearn predict: {type(model).__name__}, {len(outcomes)} rollouts of "
-                f"{args.steps} steps (dt={dt:g}) in {time.perf_counter() - started:.3g} s")
-    return _report(out, outcomes, starts, n_init=n_init, args=args, dt=dt,
+    outcomes = roll_out(model, initial, first, n_init + steps, task, times=times, dt=dt)
+    at = (f"at the {times.shape[0]} times of {args.times} (nominal dt={dt:g})"
+          if times is not None else f"of {steps} steps (dt={dt:g})")
+    headline = (f"geomlearn predict: {type(model).__name__}, {len(outcomes)} rollouts {at} "
+                f"in {time.perf_counter() - started:.3g} s")
+    return _report(out, outcomes, starts, n_init=n_init, steps=steps, times=times, dt=dt,
                    names=expected or state_names(None, d), headline=headline)

@@ -1,5 +1,5 @@
-"""The initial states of `geomlearn predict`: read from a `.csv` or `.npz` by the run's
-column names (`read_initial`)."""
+"""The input of `geomlearn predict`: the initial states, read from a `.csv` or `.npz` by
+the run's column names (`read_initial`), and the times of `--times FILE` (`read_times`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import numpy as np
 from ._errors import CLIError, user
 from ._own_data import read_as_run
 
-__all__ = ["Starts", "read_initial", "OUT_SUFFIXES"]
+__all__ = ["Starts", "read_initial", "read_times", "OUT_SUFFIXES", "check_steps_or_times",
+           "rows_per_step", "times_for"]
 
 #: The file formats of initial states and predictions.
 OUT_SUFFIXES = (".csv", ".npz")
@@ -120,9 +121,10 @@ def _initial_from_npz(path, n_init: int, expected=None) -> Starts:
     return Starts(states[:, :n_init], np.array(times), tuple(range(states.shape[0])))
 
 
-def _initial_from_data(path, n_init: int, args, expected=None) -> Starts:
+def _initial_from_data(path, n_init: int, args, expected=None, *,
+                       irregular: bool = False) -> Starts:
     data = read_as_run(path, expected, q_columns=args.q_columns, p_columns=args.p_columns,
-                       flag="--from-data")
+                       flag="--from-data", irregular=irregular)
     arrays = [np.asarray(a) for a in data.trajectories]
     for name, a in zip(data.names, arrays):
         if a.shape[0] < n_init:
@@ -132,23 +134,125 @@ def _initial_from_data(path, n_init: int, args, expected=None) -> Starts:
     return Starts(states, data.t0, tuple(data.names))
 
 
-def read_initial(args, n_init: int, expected=None) -> Starts:
+def read_initial(args, n_init: int, expected=None, *, irregular: bool = False) -> Starts:
     """The initial states that `--initial` or `--from-data` name, their columns read by
     name as the run's state `expected` (a tuple of names; `None`: by position) unless
     `--q-columns`/`--p-columns` name them (`CLIError` for a missing file, an unknown
-    format, columns that are not the run's, or states that cannot start the model)."""
+    format, columns that are not the run's, or states that cannot start the model);
+    `irregular`: a `--from-data` file is read as the run's (`train --irregular`)."""
     path = pathlib.Path(args.initial if args.initial is not None else args.from_data)
     flag = "--initial" if args.initial is not None else "--from-data"
     if not path.is_file():
         raise CLIError(f"{flag} {path}: no such file")
     if args.from_data is not None and path.suffix.lower() == ".traj":  # an ASE trajectory
-        return _initial_from_data(path, n_init, args, expected)
+        return _initial_from_data(path, n_init, args, expected, irregular=irregular)
     if path.suffix.lower() not in OUT_SUFFIXES:
         allowed = ".csv or .npz file" + (" (or an ASE .traj)" if args.from_data else "")
         raise CLIError(f"{flag} {path}: expected a {allowed}, got {path.suffix or 'no suffix'!r}")
     if args.from_data is not None:
-        return _initial_from_data(path, n_init, args, expected)
+        return _initial_from_data(path, n_init, args, expected, irregular=irregular)
     if path.suffix.lower() == ".csv":
         named = [c for part in (args.q_columns or []) + (args.p_columns or []) for c in part.split(",") if c]
         return _initial_from_csv(path, n_init, named, expected)
     return user(_initial_from_npz, path, n_init, expected)
+
+
+def _text_times(path: pathlib.Path) -> tuple[list, list]:
+    """`(times, rows)` of a text file of one time a line (blank lines and `#` comments
+    skipped); `rows` names the line of each."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise CLIError(f"--times {path}: cannot read it as text ({' '.join(str(e).split())}); "
+                       "expected one time per line, or a .npy array") from None
+    times, rows = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        field = line.split("#", 1)[0].strip()
+        if not field:
+            continue
+        try:
+            times.append(float(field))
+        except ValueError:
+            raise CLIError(f"--times {path}: line {number} is not a number ({field[:40]!r}); "
+                           "expected one time per line") from None
+        rows.append(f"line {number}")
+    return times, rows
+
+
+def _npy_times(path: pathlib.Path) -> tuple[np.ndarray, list]:
+    """`(times, rows)` of a `.npy` 1-D array of real numbers; `rows` names each index."""
+    try:
+        values = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise CLIError(f"--times {path}: cannot read it as a .npy array "
+                       f"({' '.join(str(e).split())})") from None
+    real = np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.floating)
+    if values.ndim != 1 or not real:
+        raise CLIError(f"--times {path}: expected a 1-D array of real times, got shape "
+                       f"{values.shape} of {values.dtype}")
+    return values, [f"index {i}" for i in range(values.shape[0])]
+
+
+def read_times(path) -> np.ndarray:
+    """The times of `geomlearn predict --times FILE`, float64 `(n,)`: a `.npy` 1-D array,
+    or (any other suffix) a text file of one time a line, blank lines and `#` comments
+    skipped. `CLIError` for a missing or unreadable file, a value that is not a number or
+    not finite, fewer than 2 times, or times that do not increase strictly (naming the
+    row: the line of a text file, the index of an array)."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise CLIError(f"--times {path}: no such file")
+    read = _npy_times if path.suffix.lower() == ".npy" else _text_times
+    values, rows = read(path)
+    times = np.asarray(values, dtype=np.float64).reshape(-1)
+    if times.shape[0] < 2:
+        raise CLIError(f"--times {path}: {times.shape[0]} time(s); expected the initial "
+                       "state's time and at least one time to predict at")
+    bad = np.flatnonzero(~np.isfinite(times))
+    if bad.size:
+        raise CLIError(f"--times {path}: {rows[bad[0]]} is not finite ({times[bad[0]]})")
+    down = np.flatnonzero(np.diff(times) <= 0)
+    if down.size:
+        i = int(down[0])
+        raise CLIError(f"--times {path}: the times must increase strictly, but {rows[i + 1]} "
+                       f"({times[i + 1]:.10g}) does not come after {rows[i]} ({times[i]:.10g})")
+    return times
+
+
+def rows_per_step(model, task) -> int:
+    """The rows a step of the rollout appends: a window model's prediction window, else 1."""
+    return (task.prediction_window or 1) if model.n_initial_points(task) > 1 else 1
+
+
+def check_steps_or_times(args) -> None:
+    """`CLIError` unless exactly one of `--steps N` (N ≥ 1) and `--times FILE` is given."""
+    if args.steps is not None and args.times is not None:
+        raise CLIError("--times and --steps exclude each other: the times set the number of "
+                       "steps (one per time after the initial state's)")
+    if args.steps is None and args.times is None:
+        raise CLIError("give --steps N (steps after the initial state) or --times FILE (the "
+                       "times of the rollout's rows)")
+    if args.steps is not None and args.steps < 1:
+        raise CLIError(f"--steps must be at least 1, got {args.steps}")
+
+
+def times_for(path, model, task, n_init: int):
+    """The times of `--times FILE` for the run's `model` (`None` without the flag);
+    `CLIError` for a model that does not roll out at given times, or a number of times
+    that does not fit its initial states and the rows each step appends."""
+    if path is None:
+        return None
+    name = type(model).__name__
+    if not model.reads_times:
+        raise CLIError(f"--times: {name} does not roll out at given times; the feed-forward "
+                       "and transformer integrators do")
+    times = read_times(path)
+    per = rows_per_step(model, task)
+    extra = times.shape[0] - n_init
+    if extra < 1 or extra % per:
+        raise CLIError(
+            f"--times {path}: {times.shape[0]} times; the run's {name} starts from {n_init} "
+            f"state(s), whose times come first, and " + (
+                f"appends {per} rows per step, so the times after them must be a positive "
+                f"multiple of {per}, got {extra}" if per > 1 else "needs a time after them"))
+    return times

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._validation import check_int, check_time_step
-from ._files import STEP_RTOL, Parts, read_parts, step_of
+from ._files import IRREGULAR_HINT, STEP_RTOL, Parts, read_parts, step_of
 
 __all__ = ["FromASE", "ase_parts", "read_any", "particle_labels"]
 
@@ -120,18 +120,26 @@ def _arrays(frames, kept, where):
     return np.stack(x).astype(np.float64), np.stack(p).astype(np.float64), masses
 
 
-def _step(frames, kept, md_step, dt, where) -> tuple[float, float]:
+def _frame_times(frames, kept, where) -> np.ndarray | None:
+    """The times `info['time']` of the frames `kept`, or `None` when a frame has none."""
+    if not all(TIME_KEY in frames[i].info for i in kept):
+        return None
+    try:
+        return np.array([float(frames[i].info[TIME_KEY]) for i in kept])
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}atoms.info[{TIME_KEY!r}] holds a non-number; expected "
+                         "each frame's time") from None
+
+
+def _step(frames, kept, md_step, dt, where, hint="") -> tuple[float, float]:
     """`(time between kept frames, time of the first)`: from the frames' `info['time']`
     (all of them), else from a `.traj` header's MD time step, else `dt`; a stored time
-    step and `dt` must agree (to `STEP_RTOL`)."""
+    step and `dt` must agree (to `STEP_RTOL`); `hint` ends the message that refuses
+    non-uniform frame times."""
     stored, t0, stride = md_step, 0.0, kept[1] - kept[0]
-    if all(TIME_KEY in frames[i].info for i in kept):
-        try:
-            times = np.array([float(frames[i].info[TIME_KEY]) for i in kept])
-        except (TypeError, ValueError):
-            raise ValueError(f"{where}atoms.info[{TIME_KEY!r}] holds a non-number; expected "
-                             "each frame's time") from None
-        step, first = step_of([times], None, where)
+    times = _frame_times(frames, kept, where)
+    if times is not None:
+        step, first = step_of([times], None, where, hint)
         stored, t0 = step / stride, float(first[0])
     if dt is None:
         if stored is None:
@@ -146,11 +154,14 @@ def _step(frames, kept, md_step, dt, where) -> tuple[float, float]:
     return dt * stride, t0
 
 
-def ase_parts(trajectory, *, stride=1, center_of_mass=False, dt=None, where="") -> Parts:
+def ase_parts(trajectory, *, stride=1, center_of_mass=False, dt=None, where="",
+              irregular=None) -> Parts:
     """The `Parts` of one trajectory of ASE frames (see `TrajectoryData.from_ase`): the
     kept frames `0, stride, 2·stride, …` as states `(T, 6N)` in JAX's default float
     dtype, the time step, the start time, `particle_labels` and the masses `(N,)`;
-    `where` prefixes errors (a file's path)."""
+    `where` prefixes errors (a file's path). `irregular=True` keeps the frames' times
+    per row when they all have one (`TrajectoryData.read`); `False` refuses non-uniform
+    ones with `IRREGULAR_HINT`; `None` (`from_ase`) without it."""
     stride = check_int("stride", stride, minimum=1)
     if not isinstance(center_of_mass, bool):
         raise TypeError(f"center_of_mass must be True or False, got {center_of_mass!r}")
@@ -161,29 +172,38 @@ def ase_parts(trajectory, *, stride=1, center_of_mass=False, dt=None, where="") 
         raise ValueError(f"{where}{len(frames)} frame(s) with stride {stride} keep "
                          f"{len(kept)}; expected at least 2 states")
     x, p, masses = _arrays(frames, kept, where)
-    step, t0 = _step(frames, kept, md_step, dt, where)
+    times = _frame_times(frames, kept, where) if irregular else None
+    if times is None:
+        step, t0 = _step(frames, kept, md_step, dt, where,
+                         IRREGULAR_HINT if irregular is False else "")
+    else:  # a time per row: checked by TrajectoryData
+        step, t0 = None, None
     if center_of_mass:
         m = masses[None, :, None] / masses.sum()
         x = x - np.sum(m * x, axis=1, keepdims=True)
         p = p - m * np.sum(p, axis=1, keepdims=True)
     states = np.concatenate([x.reshape(len(kept), -1), p.reshape(len(kept), -1)], axis=1)
     dtype = jnp.zeros(0).dtype  # ASE stores float64; read like text, in JAX's default
-    return Parts([states.astype(dtype)], step, np.array([t0]), particle_labels(len(masses)),
-                 None, masses)
+    return Parts([states.astype(dtype)], step, None if t0 is None else np.array([t0]),
+                 particle_labels(len(masses)), None, masses,
+                 None if times is None else [times])
 
 
-def read_any(path, *, q_columns=None, p_columns=None) -> Parts:
+def read_any(path, *, q_columns=None, p_columns=None, irregular=False) -> Parts:
     """The `Parts` of a trajectory file: an ASE `.traj` file through `ase_parts` (its
     state is the atoms' positions and momenta: `q_columns`, `p_columns` do not apply),
-    any other through `read_parts` (`.npz`, `.csv`)."""
+    any other through `read_parts` (`.npz`, `.csv`); `irregular` keeps the times of
+    every row that the file stores."""
+    if not isinstance(irregular, bool):
+        raise TypeError(f"irregular must be True or False, got {irregular!r}")
     if not (isinstance(path, (str, os.PathLike))
             and os.path.splitext(os.fspath(path))[1].lower() == ".traj"):
-        return read_parts(path, q_columns=q_columns, p_columns=p_columns)
+        return read_parts(path, q_columns=q_columns, p_columns=p_columns, irregular=irregular)
     where = f"{os.fspath(path)}: "
     if q_columns is not None or p_columns is not None:
         raise ValueError(f"{where}the state of a .traj file is its atoms' positions and "
                          "momenta; q_columns and p_columns do not apply")
-    return ase_parts(path, where=where)
+    return ase_parts(path, where=where, irregular=irregular)
 
 
 class FromASE:

@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["check_states", "check_arrays", "check_finite", "names_of", "default_labels",
-           "to_device"]
+__all__ = ["check_states", "check_arrays", "check_finite", "check_times", "names_of",
+           "default_labels", "to_device"]
 
 _warned_float32 = False
 
@@ -104,8 +104,7 @@ def check_arrays(arrays, names, where: str) -> list[np.ndarray]:
         if isinstance(a, jax.core.Tracer):
             raise TypeError("trajectories must be concrete arrays, not traced values")
         a = np.asarray(a)
-        who = f"trajectory {i}" if names is None or names[i] == str(i) \
-            else f"trajectory {names[i]!r}"
+        who = _who(names, i)
         if a.ndim != 2:
             raise ValueError(f"{where}{who} has shape {a.shape}; expected (T, d), one row "
                              "per state")
@@ -120,4 +119,42 @@ def check_arrays(arrays, names, where: str) -> list[np.ndarray]:
                              "per trajectory")
         check_finite(a, where, who)
         checked.append(a)
+    return checked
+
+
+def _who(names, i: int) -> str:
+    return f"trajectory {i}" if names is None or names[i] == str(i) else f"trajectory {names[i]!r}"
+
+
+def check_times(times, lengths, names, where: str) -> list[np.ndarray]:
+    """The times of each trajectory as float64 arrays `(T_i,)`, checked: one array per
+    trajectory, one time per state, finite and strictly increasing; errors name the
+    trajectory (and the row)."""
+    if isinstance(times, jax.core.Tracer):
+        raise TypeError("times must be concrete arrays, not traced values")
+    times = list(times)
+    if len(times) != len(lengths):
+        raise ValueError(f"{where}times must hold one array per trajectory: {len(lengths)} "
+                         f"trajectories, got {len(times)} time arrays")
+    checked: list[np.ndarray] = []
+    for i, (t, n) in enumerate(zip(times, lengths)):
+        if isinstance(t, jax.core.Tracer):
+            raise TypeError("times must be concrete arrays, not traced values")
+        t = np.asarray(t)
+        if t.ndim != 1 or t.shape[0] != n or not (np.issubdtype(t.dtype, np.floating)
+                                                  or np.issubdtype(t.dtype, np.integer)):
+            raise ValueError(f"{where}{_who(names, i)} has {n} states but times of shape "
+                             f"{t.shape} ({t.dtype}); expected {n} real times, one per state")
+        t = t.astype(np.float64)
+        bad = np.flatnonzero(~np.isfinite(t))
+        if bad.size:
+            raise ValueError(f"{where}{_who(names, i)}: the time at row {int(bad[0])} is "
+                             f"{t[bad[0]]}; expected finite times")
+        bad = np.flatnonzero(np.diff(t) <= 0)
+        if bad.size:
+            k = int(bad[0])
+            raise ValueError(f"{where}{_who(names, i)}: times must increase strictly, but row "
+                             f"{k} is at t = {t[k]:.17g} and row {k + 1} at t = "
+                             f"{t[k + 1]:.17g} (rows in time order)")
+        checked.append(t)
     return checked

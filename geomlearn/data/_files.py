@@ -19,7 +19,11 @@ The state columns (of a CSV file, or named by an `.npz`'s `columns`) are read by
 positions first (`geomlearn.data._columns`).
 
 The time step must be the same, to a relative $10^{-6}$, between all consecutive rows of
-all trajectories of a file.
+all trajectories of a file — unless the reader is asked for `irregular` data: then the
+times a file stores (the CSV `t` column; an `.npz`'s `t_0, t_1, …`, when every
+trajectory has one) are returned per row (`Parts.times`), and `TrajectoryData` checks
+that they increase strictly. Irregular data are written with their times: `t_i` without
+`dt` (`.npz`), the `t` column to 17 significant digits (`.csv`).
 """
 
 from __future__ import annotations
@@ -36,11 +40,13 @@ from ._columns import NOT_STATE, column_layout, warn_layout
 
 __all__ = ["Parts", "read_parts", "write_npz", "write_csv", "save_states", "load_states",
            "step_of", "state_columns", "file_columns", "layout_of", "FORMAT_VERSION",
-           "STEP_RTOL"]
+           "STEP_RTOL", "IRREGULAR_HINT"]
 
 FORMAT_VERSION = 1
 #: Relative tolerance on the uniformity of the time step within a file.
 STEP_RTOL = 1e-6
+#: The end of the message that refuses a non-uniform time step.
+IRREGULAR_HINT = "(pass irregular=True, or --irregular at the command line, to keep per-row times)"
 
 _TRAJ = re.compile(r"traj_(\d+)\Z")
 _TIME = re.compile(r"t_(\d+)\Z")
@@ -48,8 +54,9 @@ _TIME = re.compile(r"t_(\d+)\Z")
 
 class Parts(NamedTuple):
     """What a reader found: per-trajectory arrays `(T_i, d)`, the time step, the start
-    times `(N,)`, the column and trajectory names (or `None`), and the particles' masses
-    (an ASE trajectory's; else `None`)."""
+    times `(N,)`, the column and trajectory names (or `None`), the particles' masses
+    (an ASE trajectory's; else `None`) and, for irregular data, the times of each
+    trajectory's rows (else `None`)."""
 
     arrays: list
     dt: float
@@ -57,6 +64,7 @@ class Parts(NamedTuple):
     labels: tuple | None
     names: tuple | None
     masses: np.ndarray | None = None
+    times: list | None = None
 
 
 def _one_line(error: BaseException) -> str:
@@ -72,9 +80,10 @@ def _who(names, i: int) -> str:
 # ------------------------------------------------------------------------- times
 
 
-def step_of(times_list, names, where: str) -> tuple[float, np.ndarray]:
+def step_of(times_list, names, where: str, hint: str = "") -> tuple[float, np.ndarray]:
     """`(dt, t0)` from the time arrays of all trajectories; `ValueError` naming the first
-    trajectory whose steps are not the common step (to `STEP_RTOL`)."""
+    trajectory whose steps are not the common step (to `STEP_RTOL`), ending with `hint`
+    when one is given."""
     longest = max(range(len(times_list)), key=lambda i: len(times_list[i]))
     ref = np.asarray(times_list[longest], dtype=np.float64)
     dt = float((ref[-1] - ref[0]) / (len(ref) - 1))
@@ -96,7 +105,8 @@ def step_of(times_list, names, where: str) -> tuple[float, np.ndarray]:
             raise ValueError(
                 f"{where}{_who(names, i)}: the time step from t = {t[k]:.10g} to "
                 f"{t[k + 1]:.10g} is {steps[k]:.10g}, expected {dt:.10g} (time steps must be "
-                f"uniform within the file to a relative {STEP_RTOL:g}, rows in time order)")
+                f"uniform within the file to a relative {STEP_RTOL:g}, rows in time order)"
+                + (f" {hint}" if hint else ""))
         t0[i] = t[0]
     return dt, t0
 
@@ -124,7 +134,7 @@ def _start_times(archive, count, where):
     return t0
 
 
-def _npz_ragged(archive, where):
+def _npz_ragged(archive, where, irregular):
     files = archive.files
     numbers = sorted(int(m.group(1)) for f in files if (m := _TRAJ.match(f)))
     if numbers != list(range(len(numbers))):
@@ -149,21 +159,23 @@ def _npz_ragged(archive, where):
         if archive[times[i]].shape != (arrays[i].shape[0],):
             raise ValueError(f"{where}{times[i]} has shape {archive[times[i]].shape}; expected "
                              f"({arrays[i].shape[0]},), one time per row of traj_{i}")
+    if irregular and len(given) == len(times):  # a time per row: checked by TrajectoryData
+        return arrays, None, None, [archive[t] for t in times]
     if "dt" not in files:
-        dt, t0 = step_of([archive[t] for t in times], None, where)
-        return arrays, dt, t0
+        dt, t0 = step_of([archive[t] for t in times], None, where, IRREGULAR_HINT)
+        return arrays, dt, t0, None
     dt, t0 = float(archive["dt"]), _start_times(archive, len(keys), where)
     if given:
         first = _agree(dt, t0, [archive[times[i]] for i in given], given, "t0" in files, where)
         t0[given] = first
-    return arrays, dt, t0
+    return arrays, dt, t0, None
 
 
 def _agree(dt, t0, times, which, has_t0, where) -> np.ndarray:
     """The first time of each of `times` (those of the trajectories `which`); `ValueError`
     when their step disagrees with `dt` (to `STEP_RTOL`) or, when the file has them, their
     first times with the start times `t0`."""
-    step, first = step_of(times, [str(i) for i in which], where)
+    step, first = step_of(times, [str(i) for i in which], where, IRREGULAR_HINT)
     if not abs(step - dt) <= STEP_RTOL * abs(dt):
         raise ValueError(f"{where}'dt' is {dt:.10g} but the times t_0, t_1, … have the step "
                          f"{step:.10g}; give one of them, or make them agree")
@@ -175,7 +187,7 @@ def _agree(dt, t0, times, which, has_t0, where) -> np.ndarray:
     return first
 
 
-def _read_npz(path, where) -> Parts:
+def _read_npz(path, where, irregular=False) -> Parts:
     try:
         archive = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
@@ -199,9 +211,9 @@ def _read_npz(path, where) -> Parts:
                     raise ValueError(f"{where}'states' has shape {states.shape}; expected "
                                      "(n_trajectories, n_steps + 1, dim)")
                 arrays, dt = list(states), float(archive["dt"])
-                t0 = _start_times(archive, len(arrays), where)
+                t0, times = _start_times(archive, len(arrays), where), None
             elif any(_TRAJ.match(f) for f in files):
-                arrays, dt, t0 = _npz_ragged(archive, where)
+                arrays, dt, t0, times = _npz_ragged(archive, where, irregular)
             else:
                 raise ValueError(f"{where}expected 'states' and 'dt' (TrajectoryData.save) "
                                  f"or traj_0, traj_1, … with dt or t_0, t_1, …; found "
@@ -216,13 +228,18 @@ def _read_npz(path, where) -> Parts:
                 raise
             raise ValueError(f"{where}cannot read it as a .npz archive ({_one_line(e)}); "
                              "expected numeric arrays") from None
-    return Parts(arrays, dt, t0, labels, names)
+    return Parts(arrays, dt, t0, labels, names, times=times)
 
 
-def write_npz(path, arrays, dt, t0, labels, names) -> None:
-    """`traj_i`, `dt`, `t0`, `columns`, `trajectories`, `format_version`."""
+def write_npz(path, arrays, dt, t0, labels, names, times=None) -> None:
+    """`traj_i`, `dt` (or, with `times`, `t_i` instead), `t0`, `columns`, `trajectories`,
+    `format_version`."""
     entries = {f"traj_{i}": np.asarray(a) for i, a in enumerate(arrays)}
-    np.savez(path, **entries, dt=np.asarray(dt, np.float64), t0=np.asarray(t0, np.float64),
+    if times is None:
+        entries["dt"] = np.asarray(dt, np.float64)
+    else:
+        entries.update({f"t_{i}": np.asarray(t, np.float64) for i, t in enumerate(times)})
+    np.savez(path, **entries, t0=np.asarray(t0, np.float64),
              columns=np.asarray(labels, dtype=str), trajectories=np.asarray(names, dtype=str),
              format_version=np.asarray(FORMAT_VERSION))
 
@@ -275,7 +292,7 @@ def _group(labels):
     return order, sizes, names
 
 
-def _read_csv(path, where, q_columns, p_columns) -> Parts:
+def _read_csv(path, where, q_columns, p_columns, irregular=False) -> Parts:
     header = _header(path, where)
     for required in ("trajectory", "t"):
         if required not in header:
@@ -303,9 +320,12 @@ def _read_csv(path, where, q_columns, p_columns) -> Parts:
         if piece.shape[0] < 2:
             raise ValueError(f"{where}{_who(names, i)} has 1 row; expected at least 2 states "
                              "per trajectory")
-    dt, t0 = step_of([piece[:, 0] for piece in pieces], names, where)
-    return Parts([piece[:, 1:] for piece in pieces], dt, t0,
-                 tuple(header[c] for c in cols), names)
+    labels = tuple(header[c] for c in cols)
+    if irregular:  # a time per row: checked by TrajectoryData
+        return Parts([p[:, 1:] for p in pieces], None, None, labels, names,
+                     times=[p[:, 0] for p in pieces])
+    dt, t0 = step_of([piece[:, 0] for piece in pieces], names, where, IRREGULAR_HINT)
+    return Parts([piece[:, 1:] for piece in pieces], dt, t0, labels, names)
 
 
 def _quoted(label: str) -> str:
@@ -314,24 +334,28 @@ def _quoted(label: str) -> str:
     return label
 
 
-def write_csv(path, arrays, dt, t0, labels, names) -> None:
-    """A header `trajectory,t,<labels>` and one row per state."""
+def write_csv(path, arrays, dt, t0, labels, names, times=None) -> None:
+    """A header `trajectory,t,<labels>` and one row per state; the times `t0 + k dt`
+    (15 significant digits), or `times` (per trajectory, 17 significant digits)."""
     with open(path, "w", newline="", encoding="utf-8") as f:
         f.write(",".join(_quoted(s) for s in ("trajectory", "t", *labels)) + "\n")
-        for a, start, name in zip(arrays, t0, names):
+        for i, (a, start, name) in enumerate(zip(arrays, t0, names)):
             a = np.asarray(a)
             digits = 9 if a.dtype.itemsize <= 4 else 17
-            t = start + dt * np.arange(a.shape[0], dtype=np.float64)
+            t = start + dt * np.arange(a.shape[0], dtype=np.float64) if times is None \
+                else np.asarray(times[i], np.float64)
             block = np.concatenate([t[:, None], a.astype(np.float64)], axis=1)
-            fmt = _quoted(name).replace("%", "%%") + ",%.15g" + f",%.{digits}g" * a.shape[1]
+            time_format = ",%.15g" if times is None else ",%.17g"
+            fmt = _quoted(name).replace("%", "%%") + time_format + f",%.{digits}g" * a.shape[1]
             np.savetxt(f, block, fmt=fmt)
 
 
 # ------------------------------------------------------------------------- reading
 
 
-def read_parts(path, *, q_columns=None, p_columns=None) -> Parts:
-    """The `Parts` of a `.npz` or `.csv` file (chosen by the suffix)."""
+def read_parts(path, *, q_columns=None, p_columns=None, irregular=False) -> Parts:
+    """The `Parts` of a `.npz` or `.csv` file (chosen by the suffix); with `irregular`
+    the times of every row when the file stores them."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
     where = f"{os.fspath(path)}: "
@@ -340,11 +364,11 @@ def read_parts(path, *, q_columns=None, p_columns=None) -> Parts:
         why = "no such file" if not os.path.exists(path) else "not a file"
         raise ValueError(f"{where}cannot read it ({why})")
     if suffix == ".csv":
-        return _read_csv(path, where, q_columns, p_columns)
+        return _read_csv(path, where, q_columns, p_columns, irregular)
     if suffix != ".npz":
         raise ValueError(f"{where}unknown file type {suffix or '(no suffix)'!r}; expected "
                          ".npz or .csv (or an ASE trajectory, .traj)")
-    parts = _read_npz(path, where)
+    parts = _read_npz(path, where, irregular)
     if parts.labels is None:
         if q_columns is not None or p_columns is not None:
             raise ValueError(f"{where}has no column names ('columns'), so q_columns and "

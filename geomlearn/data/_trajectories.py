@@ -38,18 +38,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._typing import Array, Float, PRNGKeyArray
+from .._typing import Array, Float
 from .._validation import check_int, check_time_step
 from ..integrators import integrate
-from ._checks import check_arrays, check_states, default_labels, names_of, to_device
+from ._checks import (check_arrays, check_states, check_times, default_labels, names_of,
+                      to_device)
 from ._ase import FromASE, read_any
 from ._files import Parts, load_states, save_states, write_csv, write_npz
-from ._selection import shard_indices, split_indices
+from ._selection import Selection
+from ._times import WithTimes, joined_times
 
 __all__ = ["TrajectoryData"]
 
 
-class TrajectoryData(FromASE):
+class TrajectoryData(WithTimes, Selection, FromASE):
     r"""Trajectories of one system on a uniform time grid; possibly of different lengths.
 
     **Arguments:**
@@ -68,10 +70,12 @@ class TrajectoryData(FromASE):
     for a non-floating array.
 
     Trajectories of different lengths come from `from_arrays` or `read`, atoms' from ASE
-    from `from_ase`. The object is immutable; `dt` is a Python float.
+    from `from_ase`, irregularly sampled ones (a time per row) from `from_times` or
+    `read(..., irregular=True)`. The object is immutable; `dt` is a Python float.
     """
 
-    __slots__ = ("_flat", "_offsets", "_states", "_dt", "_t0", "_labels", "_names", "_source")
+    __slots__ = ("_flat", "_offsets", "_states", "_dt", "_t0", "_labels", "_names", "_source",
+                 "_times")
 
     def __init__(self, states: Float[Array, "N T d"], dt: float, *, t0=None, labels=None,
                  names=None):
@@ -82,9 +86,13 @@ class TrajectoryData(FromASE):
         self._set(None, np.arange(n_traj + 1) * n_rows, jnp.asarray(states), dt, t0, labels,
                   names, None)
 
-    def _set(self, flat, offsets, states, dt, t0, labels, names, source, masses=None) -> None:
+    def _set(self, flat, offsets, states, dt, t0, labels, names, source, masses=None,
+             times=None) -> None:
         n = len(offsets) - 1
         dim = (states if flat is None else flat).shape[-1]
+        if times is not None:  # irregular: the nominal step and start times from the times
+            times, dt, t0 = joined_times(times)
+        self._times = times
         t0 = np.zeros(n) if t0 is None else np.asarray(t0, dtype=np.float64).reshape(-1)
         if t0.shape != (n,) or not np.isfinite(t0).all():
             raise ValueError(f"t0 must hold {n} finite start times, got shape {t0.shape}")
@@ -97,24 +105,28 @@ class TrajectoryData(FromASE):
 
     @classmethod
     def _build(cls, arrays, dt, *, t0=None, labels=None, names=None, source=None, where=None,
-               masses=None):
-        """Check and join per-trajectory arrays (`from_arrays`, `read`); `where` prefixes
-        error messages (default: the source's path)."""
+               masses=None, times=None):
+        """Check and join per-trajectory arrays (`from_arrays`, `read`), with a time per row
+        when `times` is given (then `dt` and `t0` are ignored); `where` prefixes error
+        messages (default: the source's path)."""
         if where is None:
             where = "" if source is None else f"{source}: "
         arrays = list(arrays)
         names = names_of(names, len(arrays), "names")
         checked = check_arrays(arrays, names, where)
-        dt = check_time_step(dt)
-        dtype = np.result_type(*checked)
         lengths = np.array([a.shape[0] for a in checked])
+        if times is None:
+            dt = check_time_step(dt)
+        else:
+            times = check_times(times, lengths, names, where)
+        dtype = np.result_type(*checked)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         flat = to_device(np.concatenate(checked).astype(dtype, copy=False))
         self = object.__new__(cls)
         states = flat.reshape(len(checked), int(lengths[0]), -1) \
             if (lengths == lengths[0]).all() else None
         self._set(None if states is not None else flat, offsets, states, dt, t0, labels,
-                  names, source, masses)
+                  names, source, masses, times)
         return self
 
     # --- construction --------------------------------------------------------------
@@ -164,8 +176,8 @@ class TrajectoryData(FromASE):
         return cls(states, dt, labels=labels if len(labels) == states.shape[-1] else None)
 
     @classmethod
-    def read(cls, path: str | os.PathLike, *, q_columns=None,
-             p_columns=None) -> "TrajectoryData":
+    def read(cls, path: str | os.PathLike, *, q_columns=None, p_columns=None,
+             irregular: bool = False) -> "TrajectoryData":
         r"""Read trajectories from a `.npz`, `.csv` or ASE `.traj` file (by the suffix).
 
         - `.npz`: `states` `(N, T, d)` and `dt` (as `save` writes), or `traj_0, traj_1,
@@ -179,7 +191,12 @@ class TrajectoryData(FromASE):
         - `.traj`: one trajectory of the file's frames, as `from_ase(path)` reads it.
 
         The time step is the same for all rows of all trajectories, to a relative
-        $10^{-6}$; the first time of each trajectory is kept (`t0`).
+        $10^{-6}$; the first time of each trajectory is kept (`t0`). With
+        `irregular=True` the times of a file that stores them (the CSV `t` column, an
+        `.npz`'s `t_0, t_1, …`; a `.traj` file's frame times) are kept per row instead,
+        strictly increasing within a trajectory: the data are irregular (`from_times`)
+        even when the steps happen to be uniform. A file that stores only a step (`dt`;
+        a `.traj` header) still gives regular data.
 
         **Arguments:**
 
@@ -188,20 +205,25 @@ class TrajectoryData(FromASE):
           comma-separated strings); other columns are ignored. Default: the columns but
           `trajectory` and `t` by name, positions first (the rule of the docs' "Your own
           data"; a `ColumnWarning` says when it reorders or leaves out invariants).
+        - `irregular`: keep each row's time (default `False`: refuse a non-uniform step).
 
         **Raises:** `ValueError` (one line, starting with the path and naming the
         trajectory — for CSV the data row — and what was expected) for a missing or
         unreadable file, an empty file, a missing column, names that do not say which
         columns are positions, a non-number, NaN or inf, inconsistent widths, a
-        non-uniform time step or a trajectory of one state.
+        non-uniform time step (without `irregular`; the message says to pass it), times
+        that do not increase (with it: naming the row and the two times) or a trajectory
+        of one state.
         """
-        parts: Parts = read_any(path, q_columns=q_columns, p_columns=p_columns)
+        parts: Parts = read_any(path, q_columns=q_columns, p_columns=p_columns,
+                                irregular=irregular)
         arrays = parts.arrays
         if os.path.splitext(os.fspath(path))[1].lower() == ".csv":
             dtype = jnp.zeros(0).dtype  # text has no dtype: JAX's default float
             arrays = [a.astype(dtype) for a in arrays]
         return cls._build(arrays, parts.dt, t0=parts.t0, labels=parts.labels,
-                          names=parts.names, source=os.fspath(path), masses=parts.masses)
+                          names=parts.names, source=os.fspath(path), masses=parts.masses,
+                          times=parts.times)
 
     # --- shape -----------------------------------------------------------------------
 
@@ -239,7 +261,7 @@ class TrajectoryData(FromASE):
 
     @property
     def dt(self) -> float:
-        """The time step."""
+        """The time step; for irregular data the nominal step, the mean of all steps."""
         return self._dt
 
     @property
@@ -284,21 +306,15 @@ class TrajectoryData(FromASE):
     def _data(self):
         return self._flat if self._states is None else self._states
 
-    @property
-    def times(self) -> Float[Array, " T"]:
-        r"""The time grid $0, \Delta t, \dots, n_\text{steps}\Delta t$ since the start of
-        each trajectory, in `states`' dtype; `ValueError` for ragged data."""
-        t = np.arange(self.n_steps + 1, dtype=np.float64) * self._dt
-        return jnp.asarray(t, dtype=self.dtype)
-
     def __len__(self) -> int:
         return self.n_trajectories
 
     def __repr__(self) -> str:
         steps = (f"n_steps={self.n_steps}" if not self.ragged else
                  f"lengths={min(self.lengths)}..{max(self.lengths)}")
+        step = f"dt≈{self._dt:.6g}, irregular=True" if self.irregular else f"dt={self._dt}"
         return (f"TrajectoryData(n_trajectories={self.n_trajectories}, {steps}, "
-                f"dim={self.dim}, dt={self._dt}, dtype={self.dtype})")
+                f"dim={self.dim}, {step}, dtype={self.dtype})")
 
     # --- samples ---------------------------------------------------------------------
 
@@ -314,23 +330,23 @@ class TrajectoryData(FromASE):
     def _where(self) -> str:
         return "" if self._source is None else f"{self._source}: "
 
-    def pairs(self) -> tuple[Float[Array, "M d"], Float[Array, "M d"]]:
+    def pairs(self, *, times: bool = False) -> tuple:
         r"""One-step pairs $(z_k, z_{k+1})$ from every trajectory, never across two.
 
         **Returns:** `(x, y)`, each `(M, dim)` with $M = \sum_i (T_i - 1)$, ordered by
-        trajectory, then time.
+        trajectory, then time; with `times=True` also their times `(tx, ty)`, each
+        `(M,)` float64 NumPy (`row_times`: $t_0 + k\,\Delta t$ for regular data).
         """
+        index = self._pair_rows()
         if self._states is not None:
             x = self._states[:, :-1].reshape(-1, self.dim)
             y = self._states[:, 1:].reshape(-1, self.dim)
-            return x, y
-        o = self._offsets
-        index = np.concatenate([np.arange(o[i], o[i + 1] - 1) for i in range(len(o) - 1)])
-        return self._flat[index], self._flat[index + 1]
+        else:
+            x, y = self._flat[index], self._flat[index + 1]
+        return (x, y) + self._times_at(index, 1) if times else (x, y)
 
-    def windows(
-        self, seq_length: int, prediction_window: int | None = None, *, stride: int = 1
-    ) -> tuple[Float[Array, "M T d"], Float[Array, "M T d"]]:
+    def windows(self, seq_length: int, prediction_window: int | None = None, *,
+                stride: int = 1, times: bool = False) -> tuple:
         r"""Input and target windows for transformer integrators.
 
         For each start $k$ (every `stride`-th step) the input is rows $k, \dots, k+T-1$ of
@@ -344,9 +360,11 @@ class TrajectoryData(FromASE):
         - `seq_length`: the window length $T \ge 1$.
         - `prediction_window`: the shift $pw$, $1 \le pw \le T$; `None` means $T$.
         - `stride`: the step between consecutive window starts, `≥ 1` (default 1).
+        - `times`: also return the times of the rows (default `False`).
 
         **Returns:** `(inputs, targets)`, each `(M, T, dim)`, ordered by trajectory, then
-        start time.
+        start time; with `times=True` `(inputs, targets, input_times, target_times)`, the
+        times `(M, T)` float64 NumPy, from `row_times` ($t_0 + k\,\Delta t$ when regular).
 
         **Raises:** `ValueError` naming the first trajectory with fewer than $T + pw$
         states, or for out-of-range arguments.
@@ -374,84 +392,26 @@ class TrajectoryData(FromASE):
                                  for o, n in zip(self._offsets[:-1], lengths)])
         index = starts[:, None] + np.arange(T)[None, :]  # (M, T)
         flat = self._flat_states()
-        return flat[index], flat[index + pw]
+        out = (flat[index], flat[index + pw])
+        return out + self._times_at(index, pw) if times else out
 
-    # --- selection, splitting --------------------------------------------------------
+    # --- construction of parts ------------------------------------------------------
 
-    def _select(self, index) -> "TrajectoryData":
-        """The trajectories `index` (an integer array), with their metadata."""
-        index = np.asarray(index, dtype=np.int64)
-        names = None if self._names is None else [self._names[i] for i in index]
-        if self._names is None and not np.array_equal(index, np.arange(len(index))):
-            names = [str(i) for i in index]
-        keep = dict(t0=self._t0[index], labels=self._labels, names=names)
-        if self._states is not None:
-            return self._like(None, np.arange(len(index) + 1) * self._states.shape[1],
-                              self._states[index], **keep)
-        trajs = self.trajectories
-        return self._rebuilt([np.asarray(trajs[i]) for i in index], **keep)
-
-    def _like(self, flat, offsets, states, *, t0, labels, names) -> "TrajectoryData":
-        """A new data set of this class with this one's time step, source and masses."""
+    def _like(self, flat, offsets, states, *, t0, labels, names, times) -> "TrajectoryData":
+        """A new data set of this class with this one's time step, source and masses (and
+        the per-trajectory `times` of irregular data)."""
         new = object.__new__(type(self))
         _set = type(self)._set
-        _set(new, flat, offsets, states, self._dt, t0, labels, names, self._source, self._masses)
+        _set(new, flat, offsets, states, self._dt, t0, labels, names, self._source, self._masses,
+             times)
         return new
 
-    def _rebuilt(self, arrays, *, t0, labels, names) -> "TrajectoryData":
-        """`arrays` checked and joined, with this one's time step, source and masses."""
+    def _rebuilt(self, arrays, *, t0, labels, names, times) -> "TrajectoryData":
+        """`arrays` checked and joined, with this one's time step, source and masses (and
+        the per-trajectory `times` of irregular data)."""
         return type(self)._build(arrays, self._dt, t0=t0, labels=labels, names=names,
-                                 source=self._source, where="", masses=self._masses)
-
-    def head(self, n_states: int | None = None) -> "TrajectoryData":
-        """The first `n_states` states of every trajectory (default: the length of the
-        shortest), as rectangular data with `states`.
-
-        **Raises:** `ValueError` naming a trajectory shorter than `n_states`.
-        """
-        lengths = self.lengths
-        n = min(lengths) if n_states is None else check_int("n_states", n_states, minimum=2)
-        short = next((i for i, m in enumerate(lengths) if m < n), None)
-        if short is not None:
-            raise ValueError(f"{self._where}{self._who(short)} has {lengths[short]} states; "
-                             f"head needs {n}")
-        arrays = [np.asarray(t[:n]) for t in self.trajectories]
-        return self._rebuilt(arrays, t0=self._t0, labels=self._labels, names=self._names)
-
-    def split(
-        self, fraction: float, *, key: PRNGKeyArray | None
-    ) -> tuple["TrajectoryData", "TrajectoryData"]:
-        r"""Split by whole trajectories into `(first, second)` — typically `(train, val)`.
-
-        The first part gets `round(fraction · n_trajectories)` trajectories, clamped to
-        `1 … n_trajectories - 1` so that neither part is empty; the second the rest. With a
-        PRNG `key` the trajectories are assigned at random (each part keeps the original
-        order among its trajectories); with `key=None` the first part is the leading
-        trajectories. Names, start times and labels go with their trajectories.
-
-        **Arguments:**
-
-        - `fraction`: the share of trajectories for the first part, `0 < fraction < 1`.
-        - `key`: a JAX PRNG key, or `None` for an ordered split (keyword-only, required).
-
-        **Raises:** `ValueError` for a fraction outside `(0, 1)` or a dataset with fewer
-        than two trajectories.
-        """
-        first, second = split_indices(self.n_trajectories, fraction, key)
-        return self._select(first), self._select(second)
-
-    def shard(self, process_index: int, process_count: int) -> "TrajectoryData":
-        r"""Part `process_index` of `process_count` by whole trajectories, for
-        `geomlearn.fit(..., per_process=True)`: a contiguous block of trajectories in their
-        order. With $N = qk + r$ trajectories and $k$ parts, parts $0 \dots r-1$ get
-        $q + 1$ trajectories and the others $q$; part $i$ starts at trajectory
-        $iq + \min(i, r)$. The parts cover every trajectory once; names, start times and
-        labels go with their trajectories.
-
-        **Raises:** `ValueError` for `process_index` outside `0 … process_count - 1` or
-        fewer trajectories than parts.
-        """
-        return self._select(shard_indices(self.n_trajectories, process_index, process_count))
+                                 source=self._source, where="", masses=self._masses,
+                                 times=times)
 
     # --- files -----------------------------------------------------------------------
 
@@ -466,6 +426,10 @@ class TrajectoryData(FromASE):
           is `t0 + k dt`; values with enough digits to be read back exactly (17
           significant digits for float64, 9 for float32).
 
+        Irregular data are written with their times — `.npz`: `t_0, t_1, …` instead of
+        `dt`; `.csv`: the `t` column, to 17 significant digits — and read back by
+        `read(path, irregular=True)`.
+
         **Raises:** `ValueError` for another suffix; `OSError` when the file cannot be
         written.
         """
@@ -475,15 +439,19 @@ class TrajectoryData(FromASE):
             raise ValueError(f"{os.fspath(path)}: unknown file type "
                              f"{suffix or '(no suffix)'!r}; expected .npz or .csv")
         arrays = [np.asarray(t) for t in self.trajectories]
-        writers[suffix](path, arrays, self._dt, self._t0, self._labels, self.names)
+        writers[suffix](path, arrays, self._dt, self._t0, self._labels, self.names,
+                        self.row_times if self.irregular else None)
 
     def save(self, path: str | os.PathLike) -> None:
         """Write rectangular data to an `.npz` file as `states` `(N, T, d)`, `dt` and
         `format_version` (NumPy arrays only, no pickle); `write` takes any data.
 
         The states are stored in their dtype. `numpy.savez` appends `.npz` to a path
-        without that suffix.
+        without that suffix. **Raises:** `ValueError` for ragged or irregular data.
         """
+        if self.irregular:
+            raise ValueError("save writes regularly sampled data (states and one dt); these "
+                             "data are irregular (a time per row): use write(path)")
         save_states(path, np.asarray(self.states), self._dt)
 
     @classmethod

@@ -28,9 +28,15 @@ substeps are doubled from the stated start until the halving test passes):
 
 (32 trajectories by default.) All arrays have JAX's default float dtype unless `dtype`
 is given (float64 needs `jax_enable_x64`).
+
+**At irregular times** — `irregular_trajectories(system, initial_conditions, dt,
+n_steps, jitter=0.5, seed=0)`: any system from given initial states, each step drawn
+from $[(1 - j)\,\Delta t, (1 + j)\,\Delta t]$ and integrated with a fixed number of
+substeps; the data are irregular (`TrajectoryData.from_times`).
 """
 
 from ._dissipative import damped_pendulum, duffing, forced_mass_spring
+from ._irregular import irregular_trajectories
 from ._papers import (
     coupled_oscillator_lst,
     forced_rigid_body,
@@ -65,4 +71,5 @@ __all__ = [
     "damped_pendulum",
     "duffing",
     "forced_mass_spring",
+    "irregular_trajectories",
 ]

@@ -40,7 +40,7 @@ from ._baselines import classical_method, classical_step_error, identity_rollout
 from ._invariants import invariant_drifts, invariants_of
 from ._long_horizon import LongHorizon, long_horizon_rows
 from ._long_setup import checked_horizon, horizon_start, long_horizon_of
-from ._states import reference_states
+from ._states import reference_states, reference_times, rollout_at_times
 from ._timing import timed
 
 __all__ = [
@@ -333,6 +333,15 @@ def _reference_rate(system, states, dt, integrator):
     return n_traj * N / seconds
 
 
+def _timed_rows(model, task, N: int) -> int:
+    """The rows of a rollout at real times: a transformer's window plus whole steps of
+    `pw` rows (a rollout at given times cannot compute rows it has no times for)."""
+    if model.n_initial_points(task) == 1:
+        return N
+    T, pw = task.seq_length, task.prediction_window
+    return T + (N - T) // pw * pw
+
+
 def evaluate(
     model,
     system,
@@ -397,6 +406,11 @@ def evaluate(
     check_model(model)
     integrator = as_integrator(method)
     states, dt = reference_states(reference, dt)
+    task = model.task(seq_length=seq_length, prediction_window=prediction_window, data_dt=dt)
+    times = reference_times(reference, states.shape[1])
+    if times is not None:  # irregular data: a rollout at the reference's own times
+        n_rows = _timed_rows(model, task, states.shape[1])
+        states, times = states[:, :n_rows], times[:, :n_rows]
     horizons = _checked_horizons(model, system, states, horizons)
     n_structure_points = check_int("n_structure_points", n_structure_points, minimum=1)
     horizon = checked_horizon(system, states, horizon, horizon_method, particles)
@@ -404,14 +418,17 @@ def evaluate(
     measured = invariants_of(model, system, invariants, state=states[0, 0])
     n_traj, N, _ = states.shape
 
-    task = model.task(seq_length=seq_length, prediction_window=prediction_window, data_dt=dt)
     initial = model.initial_states(states, task)
-    rollout, model_seconds = timed(lambda: model_rollout(model, initial, N, task))
+    if times is None:
+        rollout, model_seconds = timed(lambda: model_rollout(model, initial, N, task))
+    else:
+        rollout, model_seconds = timed(
+            lambda: rollout_at_times(model, initial, times, dt, task))
     drift, median_drift, ref_drift, series, scales = invariant_drifts(
         measured, rollout, states, gauge_free=model.learned_invariants())
     points = _structure_points(model, states, task, n_structure_points, key)
     checked = _check_structure(model, points, task)
-    with_reference = dt is not None and system is not None
+    with_reference = dt is not None and system is not None and times is None
     metrics = {
         "model": type(model).__name__,
         "system": None if system is None else type(system).__name__,

@@ -9,7 +9,8 @@ import numpy as np
 
 from ..data import TrajectoryData
 
-__all__ = ["reference_states", "values_at", "invariant_scale", "ZERO_INVARIANT"]
+__all__ = ["reference_states", "reference_times", "rollout_at_times", "values_at",
+           "invariant_scale", "ZERO_INVARIANT"]
 
 ZERO_INVARIANT = 1e-3
 """An invariant whose initial values are below this fraction of the size of its terms is
@@ -24,9 +25,9 @@ def reference_states(reference, dt):
             reference = reference.head()
         states = jnp.asarray(reference.states)
         ref_dt = float(reference.dt)
-        if dt is not None and float(dt) != ref_dt:
+        if dt is not None and float(dt) != ref_dt and not reference.irregular:
             raise ValueError(f"dt={dt} disagrees with the reference data's dt={ref_dt}")
-        dt = ref_dt
+        dt = ref_dt if dt is None else dt  # irregular data: `dt` is the nominal step
     else:
         states = jnp.asarray(reference)
         if states.ndim == 2:
@@ -65,3 +66,21 @@ def invariant_scale(fn, z0) -> float:
     g = float(np.max(np.linalg.norm(grads, axis=-1) * np.linalg.norm(z, axis=-1)))
     scale = g if m < ZERO_INVARIANT * g else m
     return scale if scale > 0 else 1.0
+
+
+def reference_times(reference, n_rows: int):
+    """The real times `(n_traj, n_rows)` of the first `n_rows` rows of each trajectory of
+    an irregular `TrajectoryData` (float64); `None` for regular data or an array."""
+    if not isinstance(reference, TrajectoryData) or not reference.irregular:
+        return None
+    return np.stack([t[:n_rows] for t in reference.row_times])
+
+
+def rollout_at_times(model, initial, times, dt: float, task):
+    """The rollouts of `model` from each initial state (window) `initial[i]` at the real
+    times `times[i]` (`model.rollout_at`), stacked; `ValueError` for a model that does not
+    roll out at real times."""
+    if not model.reads_times:
+        raise ValueError(f"{type(model).__name__} cannot be evaluated on irregularly sampled "
+                         "data: feed-forward and transformer integrators can")
+    return jnp.stack([model.rollout_at(z, t, dt, task) for z, t in zip(initial, times)])

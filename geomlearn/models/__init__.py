@@ -22,6 +22,8 @@ from ._task import (
     Snapshots as Snapshots,
     StepResiduals as StepResiduals,
     Task as Task,
+    TimedPairs as TimedPairs,
+    TimedWindows as TimedWindows,
     VectorFieldSamples as VectorFieldSamples,
     Windows as Windows,
 )

@@ -180,6 +180,8 @@ class AbstractModel(eqx.Module):
     inference: ClassVar[AbstractInferenceForm] = ModelItself()
     learned: ClassVar[AbstractLearnedInvariants] = NoLearnedInvariants()
     symmetry_field: ClassVar[str | None] = None
+    #: Whether the model rolls out at real times (`rollout_at`; irregular data).
+    reads_times: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

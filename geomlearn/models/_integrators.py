@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from .._validation import check_int
+from ..data import TrajectoryData
 from ..integrators import MAX_FIXED_POINT_ITERATIONS, ImplicitMidpoint, implicit_step
 from ..structures import NoStructure, structure_named
 from ._base import (
@@ -20,6 +21,15 @@ from ._base import (
     compensated_rollout,
     map_residuals,
     scan_rollout,
+)
+from ._timed import (
+    pairs_rollout_at,
+    relative_steps,
+    split_pair,
+    split_window,
+    timed_pairs,
+    timed_windows,
+    windows_rollout_at,
 )
 from ._task import (
     MidpointPairs,
@@ -169,6 +179,7 @@ class AbstractFeedForwardIntegrator(AbstractPointModel):
     """
 
     map_check: ClassVar[AbstractMapCheck] = JacobianCheck()
+    reads_times: ClassVar[bool] = True
 
     @abc.abstractmethod
     def __call__(self, z: jax.Array, h: jax.Array | float | None = None) -> jax.Array:
@@ -183,12 +194,23 @@ class AbstractFeedForwardIntegrator(AbstractPointModel):
         return self.task(prediction_window=prediction_window, dt=dt)
 
     def training_samples(self, data, task: Task, *, what: str = "data"):
-        """One-step pairs of a `TrajectoryData`, or a tuple `(inputs, targets)` of arrays
-        `(M, dim)`."""
+        """One-step pairs of a `TrajectoryData` (`TimedPairs` of irregular data), or a
+        tuple `(inputs, targets)` of arrays `(M, dim)`."""
+        if isinstance(data, TrajectoryData) and data.irregular:
+            check_data_dim(self, data, what)
+            return timed_pairs(data, task)
         return point_pairs(self, data, task, what=what)
 
     def predict(self, x, task: Task):
+        if task.samples.timed:
+            return self(*split_pair(x, self.dim))
         return self(x)
+
+    def rollout_at(self, initial, times, dt: float, task: Task):
+        """The rollout from `initial` `(dim,)` at the real `times` `(n,)` (the first the
+        initial state's), each step scaled by its length in units of `dt`."""
+        return pairs_rollout_at(self.inference_form(), initial,
+                                jnp.asarray(relative_steps(times, dt)))
 
     def target(self, y, task: Task):
         return y
@@ -222,9 +244,12 @@ class AbstractTransformerIntegrator(AbstractModel):
     """
 
     seq_length: eqx.AbstractVar[int | None]
+    reads_times: ClassVar[bool] = True
 
     @abc.abstractmethod
-    def __call__(self, Z: jax.Array) -> jax.Array:
+    def __call__(self, Z: jax.Array, times=None, steps=None) -> jax.Array:
+        """The window map; `times` `(T,)` for the position signal, `steps` `(T,)` the rows'
+        relative steps (`geomlearn.layers._row_steps`)."""
         raise NotImplementedError
 
     def _resolve_window(self, T: int | None, pw) -> Task:
@@ -289,6 +314,8 @@ class AbstractTransformerIntegrator(AbstractModel):
         if arrays is None:
             check_data_dim(self, data, what)
             T = self._need_T(task)
+            if data.irregular:
+                return timed_windows(data, T, task)
             x, y = data.windows(T, task.prediction_window)
             return jnp.asarray(x), jnp.asarray(y), task
         x, y = arrays
@@ -305,7 +332,22 @@ class AbstractTransformerIntegrator(AbstractModel):
         return x, y, task
 
     def predict(self, x, task: Task):
+        if task.samples.timed:
+            Z, tau, s = split_window(x, self.dim)
+            return self(Z, times=tau, steps=s)[x.shape[0] - task.prediction_window :]
         return self(x)[x.shape[0] - task.prediction_window :]
+
+    def rollout_at(self, initial, times, dt: float, task: Task):
+        """The window rollout from `initial` `(T, dim)` at the rows' real `times` `(n,)`
+        (`geomlearn.models._timed.windows_rollout_at`)."""
+        T, pw = initial.shape[0], task.prediction_window
+        relative_steps(times, dt)  # checked: finite, increasing
+        if (len(times) - T) % pw:
+            raise ValueError(
+                f"{type(self).__name__} appends {pw} rows per step (prediction_window), so "
+                f"the times after the {T} of the initial window must be a multiple of {pw}, "
+                f"got {len(times) - T}")
+        return windows_rollout_at(self.inference_form(), initial, times, dt, pw)
 
     def target(self, y, task: Task):
         return y[y.shape[0] - task.prediction_window :]

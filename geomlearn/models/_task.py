@@ -14,6 +14,11 @@ prediction window, time step) and the **sample form**: what one training sample
 | `VectorFieldSamples` | `"vector_field"` | $(z, \dot z)$: states and their time derivatives |
 | `Accelerations` | `"acceleration"` | $((q, \dot q), \ddot q)$: states and accelerations |
 | `Snapshots` | `"snapshots"` | $(z, z)$: a state and itself (reconstruction) |
+| `TimedPairs` | `"timed_pairs"` | one-step pairs of irregular data, the input `(dim + 1,)` ending with the pair's relative step |
+| `TimedWindows` | `"timed_windows"` | windows of irregular data, the input `(T, dim + 2)` ending with each row's time and step |
+
+The timed forms (`timed` is `True`) are what irregularly sampled data give; their inputs
+carry the times in trailing columns (see `geomlearn.models._timed`).
 """
 
 import dataclasses
@@ -34,6 +39,8 @@ __all__ = [
     "VectorFieldSamples",
     "Accelerations",
     "Snapshots",
+    "TimedPairs",
+    "TimedWindows",
     "SAMPLE_NAMES",
     "samples_named",
     "Task",
@@ -49,11 +56,13 @@ class AbstractSamples(eqx.Module):
     """The form of a model's training samples (no fields: hashable, a static option).
 
     `name` is what a checkpoint records; `derivatives` says whether a target is the time
-    derivative of its input (a regression of the vector field) rather than a state.
+    derivative of its input (a regression of the vector field) rather than a state;
+    `timed` whether an input ends with its times (irregularly sampled data).
     """
 
     name: eqx.AbstractClassVar[str]
     derivatives: eqx.AbstractClassVar[bool]
+    timed: ClassVar[bool] = False
 
 
 class Pairs(AbstractSamples):
@@ -112,10 +121,30 @@ class Snapshots(AbstractSamples):
     derivatives: ClassVar[bool] = False
 
 
+class TimedPairs(AbstractSamples):
+    r"""One-step pairs of irregularly sampled data: the input $(z_k, s_k)$ `(dim + 1,)`
+    with the relative step $s_k = (t_{k+1} - t_k)/\overline{\Delta t}$, the target
+    $z_{k+1}$."""
+
+    name: ClassVar[str] = "timed_pairs"
+    derivatives: ClassVar[bool] = False
+    timed: ClassVar[bool] = True
+
+
+class TimedWindows(AbstractSamples):
+    r"""Windows of irregularly sampled data: the input `(T, dim + 2)`, each row a state,
+    its time and its step to its target row, both in units of the nominal step
+    $\overline{\Delta t}$; the target the window `pw` rows later."""
+
+    name: ClassVar[str] = "timed_windows"
+    derivatives: ClassVar[bool] = False
+    timed: ClassVar[bool] = True
+
+
 _BY_NAME: dict[str, AbstractSamples] = {
     form.name: form
     for form in (Pairs(), Windows(), MidpointPairs(), StepResiduals(), VectorFieldSamples(), Accelerations(),
-                 Snapshots())
+                 Snapshots(), TimedPairs(), TimedWindows())
 }
 
 #: The names of the sample forms.

@@ -34,7 +34,11 @@ from .canonical import (
     ThreeBody as ThreeBody,
 )
 from .rigid import RigidBody as RigidBody
-from .driven import ParametricPendulum as ParametricPendulum, ForcedRigidBody as ForcedRigidBody
+from .driven import (
+    ForcedOscillator as ForcedOscillator,
+    ForcedRigidBody as ForcedRigidBody,
+    ParametricPendulum as ParametricPendulum,
+)
 from .lattices import TodaLattice as TodaLattice, LinearWave as LinearWave, bump as bump
 from .particles import LennardJonesCluster as LennardJonesCluster
 from .port_hamiltonian import (
@@ -63,6 +67,7 @@ __all__ = [
     "ThreeBody",
     "RigidBody",
     "ParametricPendulum",
+    "ForcedOscillator",
     "ForcedRigidBody",
     "TodaLattice",
     "LinearWave",

@@ -21,7 +21,7 @@ from .._typing import Point, Scalar
 from ._base import AbstractSeparableSystem, AbstractSystem
 from ._parameters import check_inertia, check_positive, check_real, initial_conditions
 
-__all__ = ["ParametricPendulum", "ForcedRigidBody"]
+__all__ = ["ParametricPendulum", "ForcedOscillator", "ForcedRigidBody"]
 
 
 class ParametricPendulum(AbstractSeparableSystem):
@@ -92,6 +92,67 @@ class ParametricPendulum(AbstractSeparableSystem):
 
     def default_initial_conditions(self, dtype=None):
         return initial_conditions([[1.0, 0.0, 0.0, 0.0], [0.5, 0.0, 0.5, 0.0]], dtype)
+
+
+class ForcedOscillator(AbstractSeparableSystem):
+    r"""A periodically forced Duffing oscillator without damping, written as an
+    autonomous system in **extended phase space**.
+
+    The physical system is $\ddot q + \omega_0^2 q + \beta q^3 = f_0\cos\Omega t$, with
+    $H(q, p, t) = \tfrac12 p^2 + \tfrac12\omega_0^2 q^2 + \tfrac14\beta q^4 -
+    f_0\,q\cos\Omega t$. As for
+    [`ParametricPendulum`][geomlearn.systems.ParametricPendulum], time becomes a
+    coordinate $\tau$ with conjugate momentum $E$: the state is $z = (q, \tau, p, E)$,
+    `dim = 4`, and
+    $$K = \underbrace{\tfrac12 p^2 + E}_{T(p, E)} + \underbrace{\tfrac12\omega_0^2 q^2
+      + \tfrac14\beta q^4 - f_0\,q\cos\Omega\tau}_{V(q, \tau)}$$
+    is separable and conserved, $\dot\tau = 1$. Started at $\tau = 0$, the $(q, p)$ rows
+    are those of the forced oscillator: a map from one state to the next that depends on
+    the drive's phase, the problem a time-aware model needs when the sampling is
+    irregular (`geomlearn.datasets.irregular_trajectories`).
+
+    **Arguments:** `omega0` ($\omega_0 > 0$, default `1.0`), `beta` (the cubic stiffness
+    $\beta \ge 0$, default `0.5`), `f0` (the forcing amplitude, real, default `0.5`),
+    `Omega` (the drive frequency $\Omega > 0$, default `1.5`).
+
+    **Default initial conditions:** $(q, \tau, p, E) = (1, 0, 0, 0)$ and $(0, 0, 1, 0)$.
+    """
+
+    omega0: float = eqx.field(static=True)
+    beta: float = eqx.field(static=True)
+    f0: float = eqx.field(static=True)
+    Omega: float = eqx.field(static=True)
+
+    dim: ClassVar[int] = 4
+    labels: ClassVar[tuple[str, ...]] = ("q", "tau", "p", "E")
+
+    def __init__(self, omega0: float = 1.0, beta: float = 0.5, f0: float = 0.5,
+                 Omega: float = 1.5):
+        self.omega0 = check_positive("omega0", omega0)
+        self.beta = check_real("beta", beta, minimum=0.0, strict=False)
+        self.f0 = check_real("f0", f0)
+        self.Omega = check_positive("Omega", Omega)
+
+    @property
+    def period(self) -> float:
+        r"""The period $2\pi/\Omega$ of the drive."""
+        return 2.0 * math.pi / self.Omega
+
+    def kinetic(self, p):
+        r"""$T(p, E) = p^2/2 + E$ for the momenta `(p, E)`."""
+        p = self._check_point(p, size=2, what="momentum p")
+        return 0.5 * p[0] * p[0] + p[1]
+
+    def potential(self, q):
+        r"""$V(q, \tau) = \omega_0^2 q^2/2 + \beta q^4/4 - f_0 q\cos\Omega\tau$ for the
+        positions `(q, τ)`."""
+        q = self._check_point(q, size=2, what="position q")
+        x = q[0]
+        return (0.5 * self.omega0**2 * x * x + 0.25 * self.beta * x**4
+                - self.f0 * x * jnp.cos(self.Omega * q[1]))
+
+    def default_initial_conditions(self, dtype=None):
+        return initial_conditions([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]], dtype)
 
 
 class ForcedRigidBody(AbstractSystem):
