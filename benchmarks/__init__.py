@@ -40,6 +40,7 @@ BENCHMARKS: dict[str, str] = {
     "positional_encoding": "benchmarks.positional_encoding",
     "positional_encoding_lm": "benchmarks.positional_encoding_lm",
     "positional_encoding_cli": "benchmarks.positional_encoding_cli",
+    "positional_encoding_oracle": "benchmarks.positional_encoding_oracle",
     "long_rollout": "benchmarks.long_rollout",
     "dissipation": "benchmarks.dissipation",
     "distributed_lm": "benchmarks.distributed_lm",
@@ -73,6 +74,8 @@ DESCRIPTIONS: dict[str, str] = {
     "Adam, every transformer family, Markov and order-dependent problems",
     "positional_encoding_cli": "geomlearn train with / without --positional-encoding at the "
     "command line's defaults (float32, LM up to 500 iterations), Markov and order-dependent systems",
+    "positional_encoding_oracle": "position signals against the oracle (the drive's phase as "
+    "an exact input), regular and irregular sampling, and their cost on Markov problems",
     "distributed_lm": "Levenberg-Marquardt with per-process shards: 2 processes on 2 cores "
     "vs 1 on 1 core (per-process memory of data and accumulation, iteration time)",
     "work_precision": "Verlet corrected by learned G-SympNets vs classical integrators at equal "

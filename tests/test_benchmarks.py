@@ -655,3 +655,41 @@ def test_report_check_fails_on_a_stale_file_and_on_a_stray_result(tmp_path, caps
     assert R.unlisted(results) == ["missing: distributed_lm.json"]
     assert R.main(["--check", *args]) == 1
 
+
+
+def test_positional_encoding_oracle_adds_the_drive_and_judges_medians():
+    """The oracle's two columns are sin/cos of each row's own time, laid out as a (q, p)
+    pair; the goals read the median over the seeds of each model."""
+    import numpy as np
+
+    import geomlearn as gl
+    from benchmarks import positional_encoding_oracle as B
+
+    t = [np.array([0.0, 0.4, 1.1]), np.array([0.2, 0.5, 0.9])]
+    states = [np.arange(6.0).reshape(3, 2), -np.arange(6.0).reshape(3, 2)]
+    data = gl.TrajectoryData.from_times(states, t)
+    with_drive = B._with_drive(data, 2.0)
+    assert with_drive.irregular and with_drive.dim == 4
+    for z, z4, ti in zip(data.trajectories, with_drive.trajectories, t):
+        np.testing.assert_allclose(np.asarray(z4)[:, [0, 2]], np.asarray(z))
+        np.testing.assert_allclose(np.asarray(z4)[:, 1], np.sin(2.0 * ti), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(z4)[:, 3], np.cos(2.0 * ti), rtol=1e-6)
+
+    def run(problem, model, seed, error):
+        return {"problem": problem, "family": "TF", "size": "default", "signal": "True",
+                "seed": seed, "model": model, "val_error": error}
+
+    runs = [run("driven_pendulum_irregular", m, s, e) for m, errors in
+            (("none", (1.0, 0.9, 5.0)), ("True", (0.1, 0.3, 0.2)), ("oracle", (0.1, 0.05, 0.1)))
+            for s, e in enumerate(errors)]
+    runs += [run("henon_heiles", m, s, e) for m, errors in
+             (("none", (1.0, 1.0, 1.0)), ("True", (1.1, 9.0, 1.3))) for s, e in enumerate(errors)]
+    rows = {r["problem"]: r for r in B._medians({}, {"runs": runs})}
+    irregular = rows["driven_pendulum_irregular"]
+    assert (irregular["none"], irregular["with"], irregular["oracle"]) == (1.0, 0.2, 0.1)
+    assert irregular["gain"] == pytest.approx(5.0) and irregular["to_oracle"] == pytest.approx(2.0)
+    assert rows["henon_heiles"]["oracle"] is None
+    targets = {t["target"]: t for t in B._targets({}, {"runs": runs})}
+    assert len(targets) == 3
+    cost = next(t for name, t in targets.items() if name.startswith("henon_heiles"))
+    assert cost["measured"] == pytest.approx(1.3)
