@@ -153,3 +153,15 @@ def test_evaluate_on_irregular_data_rolls_out_at_the_datas_times():
     with pytest.raises(ValueError, match="cannot be evaluated on irregularly sampled"):
         gl.evaluate(gl.HamiltonianNeuralNetwork(2, width=8, depth=1, key=jax.random.PRNGKey(0)), None, data,
                     dt=_DT)
+
+
+def test_multistep_refuses_irregular_data():
+    model = gl.MultiStep(gl.GSympNet(2, key=jax.random.PRNGKey(0)), n_windows=2)
+    with pytest.raises(ValueError, match="MultiStep does not take irregularly sampled data"):
+        model.training_samples(_irregular(), model.task())
+
+
+def test_fit_refuses_irregular_data_for_models_that_do_not_read_times():
+    hnn = gl.HamiltonianNeuralNetwork(2, width=8, depth=1, key=jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match="irregularly sampled, but HamiltonianNeuralNetwork"):
+        gl.fit(hnn, _irregular(), epochs=1, progress=False, key=jax.random.PRNGKey(1))

@@ -156,8 +156,9 @@ class MultiStep(AbstractModel):
         r"""`(x, y, task)`: the wrapped model's samples $x$ of the trajectories and, for
         each, the stack `y[:, j]` ($j < k$) of its targets $j$ steps later.
 
-        **Raises:** `TypeError` for a tuple of arrays; `ValueError` when a trajectory
-        holds fewer than $n_0 + k s$ states (see the module documentation).
+        **Raises:** `TypeError` for a tuple of arrays; `ValueError` for irregularly
+        sampled data, or when a trajectory holds fewer than $n_0 + k s$ states (see the
+        module documentation).
         """
         if sample_arrays(data, what) is not None:
             raise TypeError(
@@ -165,6 +166,10 @@ class MultiStep(AbstractModel):
                 "samples of each sample come from its trajectory), got a tuple of arrays"
             )
         check_data_dim(self, data, what)
+        if data.irregular:
+            raise ValueError(
+                f"MultiStep does not take irregularly sampled {what} (its k steps assume one "
+                "step between rows); train the wrapped model on them instead")
         k, s = self.n_windows, self.advance(task)
         n0 = self.model.n_initial_points(task)
         states = jnp.asarray(data.states)

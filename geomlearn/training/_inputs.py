@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import io as gio
 from .._validation import check_bool, check_int
+from ..data import TrajectoryData
 from ..manifolds import is_manifold_parameter
 from ..rollout import check_model
 from ._losses import AbstractLoss, resolve_loss
@@ -71,6 +72,11 @@ def has_manifold_parameters(model) -> bool:
 
 def _samples(model, data, val_data, *, seq_length, prediction_window):
     """The model's training samples of `data` and `val_data`: `(x, y, xv, yv, task)`."""
+    for what, d in (("data", data), ("val_data", val_data)):
+        if isinstance(d, TrajectoryData) and d.irregular and not model.reads_times:
+            raise ValueError(
+                f"{what} are irregularly sampled, but {type(model).__name__} does not read "
+                "times; feed-forward and transformer integrators do")
     task = model.task(seq_length=seq_length, prediction_window=prediction_window)
     x, y, task = model.training_samples(data, task, what="data")
     if x.shape[0] < 1:
