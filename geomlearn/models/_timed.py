@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -105,9 +106,10 @@ def relative_steps(times, dt: float) -> np.ndarray:
     return np.diff(t) / dt
 
 
+@eqx.filter_jit
 def pairs_rollout_at(form, initial, steps):
     r"""$z_{k+1} = \Phi(z_k, s_k)$ from `initial` `(dim,)` for the relative `steps`
-    `(n,)` (one `lax.scan`): `(n + 1, dim)`."""
+    `(n,)` (one `lax.scan`, compiled once per model structure and shape): `(n + 1, dim)`."""
 
     def body(z, s):
         z = form(z, s)
@@ -129,10 +131,17 @@ def windows_rollout_at(form, initial, times, dt: float, pw: int):
     rows = (np.arange(n_steps) * pw)[:, None] + np.arange(T)[None, :]  # (n_steps, T)
     tau = jnp.asarray(t[rows] / dt, initial.dtype)
     s = jnp.asarray((t[rows + pw] - t[rows]) / (pw * dt), initial.dtype)
+    news = _scan_windows(form, initial, tau, s, pw)
+    return jnp.concatenate([initial, news.reshape(n_steps * pw, d)], axis=0)
+
+
+@eqx.filter_jit
+def _scan_windows(form, initial, tau, s, pw: int):
+    """The `pw` new rows of every step of `windows_rollout_at` (one `lax.scan`)."""
+    T = initial.shape[0]
 
     def body(window, ts):
         new = form(window, times=ts[0], steps=ts[1])[T - pw:]
         return jnp.concatenate([window[pw:], new], axis=0), new
 
-    _, news = jax.lax.scan(body, initial, (tau, s))
-    return jnp.concatenate([initial, news.reshape(n_steps * pw, d)], axis=0)
+    return jax.lax.scan(body, initial, (tau, s))[1]
