@@ -145,11 +145,10 @@ SECTIONS: dict[str, Section] = {
     ),
     "positional_encoding": Section(
         title="Positional encoding at equal budget",
-        about="Every transformer family trained with and without `positional_encoding` on "
-        "the same data for the same epochs (`fit`'s default Adam, float64, median over the "
-        "seeds; validation on held-out trajectories): the driven pendulum and the "
-        "pulsating rigid body, where the order of a window's rows matters, and Markov "
-        "problems, where it does not (ratios below 1: the encoding helps).",
+        about="Every transformer family with and without `positional_encoding`, the same "
+        "data and epochs (`fit`'s default Adam, float64, median over the seeds; held-out "
+        "validation): the driven pendulum and the pulsating rigid body, where the order of "
+        "a window's rows matters, and Markov problems (ratios below 1: the encoding helps).",
         target="Targets: validation at least 2× better with the encoding where order "
         "matters; at most 1.5× worse where it does not.",
         tables=(0,),
@@ -158,10 +157,9 @@ SECTIONS: dict[str, Section] = {
     ),
     "positional_encoding_lm": Section(
         title="Positional encoding at equal wall time",
-        about="Every transformer family trained with and without the encoding for the same "
-        "wall time (20 s per run, one core) by Levenberg–Marquardt, at the default and a "
-        "larger size, on Markov and order-dependent problems; one seed (the result file "
-        "also holds runs under Adam).",
+        about="Every transformer family with and without the encoding, trained by "
+        "Levenberg–Marquardt for the same wall time (20 s, one core) at two sizes, on "
+        "Markov and order-dependent problems; one seed (the file also holds Adam runs).",
         target="Targets: with / without at most 1.2 in training and validation on Markov "
         "problems; validation at least 5× better where order matters.",
         runs=(Run("positional_encoding_lm.json", where=(("trainer", "lm"),)),),
@@ -171,17 +169,13 @@ SECTIONS: dict[str, Section] = {
     ),
     "positional_encoding_oracle": Section(
         title="Position signals against an oracle",
-        about="Each transformer family with no signal, with its signal, and as an oracle "
-        "told the drive's phase (two more columns of every row), trained by LM for equal "
-        "wall time: the driven pendulum sampled regularly and at steps drawn from "
-        "[0.5, 1.5] Δt, the forced Duffing oscillator likewise, Markov problems given "
-        "times (the file also holds `width=12, L=2`: 2–7 LM iterations in the budget). "
-        "Relative validation error of the state columns, median over the seeds; the "
-        "other core ran tests meanwhile.",
-        target="Targets: the signal within 2× of the oracle; with irregular sampling also at "
-        "least 5× better than no times; on Markov problems at most 1.2× the error of no "
-        "signal.",
-        runs=(Run("positional_encoding_oracle.json", where=(("size", "default"),)),),
+        about="Each transformer family without signal, with it, and as an oracle given "
+        "the drive's phase as two columns, trained by LM for equal wall time: driven "
+        "pendulum (regular; steps in [0.5, 1.5] Δt), forced Duffing oscillator (such "
+        "steps), Markov data given times (`width=12, L=2`: 2–7 LM iterations). "
+        "Validation error, seed median; tests ran beside.",
+        target="Targets: signal within 2× of the oracle, with irregular sampling also 5× "
+        "better than no times; Markov: at most 1.2× the error of no signal.",
         tables=(0,),
         targets=False,
         notes=False,
@@ -260,8 +254,9 @@ SECTIONS: dict[str, Section] = {
         about="`fit(..., optimizer=LevenbergMarquardt(chunk_size=1024), per_process=True)` "
         "on 4096 samples of the flow of a random 20-dimensional quadratic Hamiltonian "
         "(`GSympNet(20, n_layers=4, width=8)`, float64): 2 processes on 2 cores, each "
-        "holding half the samples, against 1 process on 1 core; per-process memory, "
-        "iteration time and final loss.",
+        "holding half the samples (each process pinned to its core), against 1 process "
+        "on 1 core; per-process memory, iteration time and final loss.",
+        notes=False,
     ),
     "work_precision": Section(
         title="Work–precision: is a learned integrator worth it here?",
