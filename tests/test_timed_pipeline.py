@@ -165,3 +165,14 @@ def test_fit_refuses_irregular_data_for_models_that_do_not_read_times():
     hnn = gl.HamiltonianNeuralNetwork(2, width=8, depth=1, key=jax.random.PRNGKey(0))
     with pytest.raises(ValueError, match="irregularly sampled, but HamiltonianNeuralNetwork"):
         gl.fit(hnn, _irregular(), epochs=1, progress=False, key=jax.random.PRNGKey(1))
+
+
+def test_evaluate_on_irregular_data_of_a_system_names_the_timed_reference():
+    """The reference integrator's speed is measured at the nominal step and named; the
+    one-step classical error, which needs one step size, is not computed."""
+    data = _irregular(n_traj=2, n_rows=13)
+    result = gl.evaluate(gl.GSympNet(2, key=jax.random.PRNGKey(0)),
+                         gl.systems.HarmonicOscillator(), data, dt=_DT)
+    assert result["reference_method"] == "implicit_midpoint"
+    assert result["reference_states_per_second"] > 0
+    assert result["classical_step_error"] is None and result["classical_step_method"] is None

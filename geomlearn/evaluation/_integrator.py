@@ -428,7 +428,8 @@ def evaluate(
         measured, rollout, states, gauge_free=model.learned_invariants())
     points = _structure_points(model, states, task, n_structure_points, key)
     checked = _check_structure(model, points, task)
-    with_reference = dt is not None and system is not None and times is None
+    with_reference = dt is not None and system is not None
+    one_step = with_reference and times is None  # a classical step needs one step size
     metrics = {
         "model": type(model).__name__,
         "system": None if system is None else type(system).__name__,
@@ -439,9 +440,9 @@ def evaluate(
         "n_steps": int(N - 1),
         "dt": dt,
         **_error_metrics(model, task, rollout, states, horizons),
-        "classical_step_error": (classical_step_error(system, states, dt) if with_reference
+        "classical_step_error": (classical_step_error(system, states, dt) if one_step
                                  else None),
-        "classical_step_method": classical_method(system).name if with_reference else None,
+        "classical_step_method": classical_method(system).name if one_step else None,
         "invariant_drift": drift,
         "invariant_drift_median": median_drift,
         "reference_invariant_drift": ref_drift,
