@@ -93,6 +93,13 @@ def step_size(h, dtype):
     return h.astype(dtype)
 
 
+def first_not_increasing(values) -> int | None:
+    """The first index `i` with `values[i + 1] <= values[i]` of a 1-D array (`None` when
+    the values increase strictly): where a sequence of times stops increasing."""
+    down = np.flatnonzero(np.diff(np.asarray(values)) <= 0)
+    return int(down[0]) if down.size else None
+
+
 def check_time_step(dt) -> float:
     """A time step `dt` as a finite Python float `> 0` (concrete, validated eagerly)."""
     if isinstance(dt, jax.core.Tracer):

@@ -9,6 +9,7 @@ import pathlib
 
 import numpy as np
 
+from .._validation import first_not_increasing
 from ._errors import CLIError, user
 from ._own_data import read_as_run
 
@@ -211,9 +212,8 @@ def read_times(path) -> np.ndarray:
     bad = np.flatnonzero(~np.isfinite(times))
     if bad.size:
         raise CLIError(f"--times {path}: {rows[bad[0]]} is not finite ({times[bad[0]]})")
-    down = np.flatnonzero(np.diff(times) <= 0)
-    if down.size:
-        i = int(down[0])
+    i = first_not_increasing(times)
+    if i is not None:
         raise CLIError(f"--times {path}: the times must increase strictly, but {rows[i + 1]} "
                        f"({times[i + 1]:.10g}) does not come after {rows[i]} ({times[i]:.10g})")
     return times

@@ -8,6 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._validation import first_not_increasing
+
 __all__ = ["check_states", "check_arrays", "check_finite", "check_times", "names_of",
            "default_labels", "to_device"]
 
@@ -150,9 +152,8 @@ def check_times(times, lengths, names, where: str) -> list[np.ndarray]:
         if bad.size:
             raise ValueError(f"{where}{_who(names, i)}: the time at row {int(bad[0])} is "
                              f"{t[bad[0]]}; expected finite times")
-        bad = np.flatnonzero(np.diff(t) <= 0)
-        if bad.size:
-            k = int(bad[0])
+        k = first_not_increasing(t)
+        if k is not None:
             raise ValueError(f"{where}{_who(names, i)}: times must increase strictly, but row "
                              f"{k} is at t = {t[k]:.17g} and row {k + 1} at t = "
                              f"{t[k + 1]:.17g} (rows in time order)")

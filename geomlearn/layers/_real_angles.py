@@ -48,6 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._validation import first_not_increasing
 from ._angle_reduction import (
     LIMB,
     LIMB_BITS,
@@ -99,9 +100,8 @@ def check_times(times, T: int, owner: str):
         i = int(bad[0])
         raise ValueError(f"{owner} expects finite times of magnitude below 2**31, "
                          f"got times[{i}] = {values[i]}")
-    down = np.flatnonzero(np.diff(values) <= 0)
-    if down.size:
-        i = int(down[0])
+    i = first_not_increasing(values)
+    if i is not None:
         raise ValueError(f"{owner} expects strictly increasing times, got "
                          f"times[{i + 1}] = {values[i + 1]} after times[{i}] = {values[i]}")
     return times

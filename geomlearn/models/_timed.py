@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._validation import first_not_increasing
 from ._task import Task, TimedPairs, TimedWindows
 
 __all__ = [
@@ -96,9 +97,8 @@ def relative_steps(times, dt: float) -> np.ndarray:
         raise ValueError(f"times must be a 1-D array of at least 2 times, got shape {t.shape}")
     if not np.all(np.isfinite(t)):
         raise ValueError("times must be finite")
-    down = np.flatnonzero(np.diff(t) <= 0)
-    if down.size:
-        i = int(down[0])
+    i = first_not_increasing(t)
+    if i is not None:
         raise ValueError(f"times must be strictly increasing, got times[{i + 1}] = "
                          f"{t[i + 1]} after times[{i}] = {t[i]}")
     if not (math.isfinite(dt) and dt > 0):

@@ -24,7 +24,29 @@ from ._parameters import check_inertia, check_positive, check_real, initial_cond
 __all__ = ["ParametricPendulum", "ForcedOscillator", "ForcedRigidBody"]
 
 
-class ParametricPendulum(AbstractSeparableSystem):
+class _AbstractClockedSeparable(AbstractSeparableSystem):
+    r"""A periodically driven one-degree-of-freedom system in extended phase space,
+    $z = (q, \tau, p, E)$, with $K = T(p, E) + V(q, \tau)$, $T = p^2/2 + E$: the clock
+    $\tau$ advances at rate one and $E$ takes the energy given to the drive. Subclasses
+    give the potential and the drive frequency `Omega`."""
+
+    Omega: eqx.AbstractVar[float]
+
+    dim: ClassVar[int] = 4
+    labels: ClassVar[tuple[str, ...]] = ("q", "tau", "p", "E")
+
+    @property
+    def period(self) -> float:
+        r"""The period $2\pi/\Omega$ of the drive."""
+        return 2.0 * math.pi / self.Omega
+
+    def kinetic(self, p):
+        r"""$T(p, E) = p^2/2 + E$ for the momenta `(p, E)`."""
+        p = self._check_point(p, size=2, what="momentum p")
+        return 0.5 * p[0] * p[0] + p[1]
+
+
+class ParametricPendulum(_AbstractClockedSeparable):
     r"""A pendulum with a periodically driven pivot (a nonlinear Mathieu oscillator),
     written as an autonomous system in **extended phase space**.
 
@@ -65,23 +87,11 @@ class ParametricPendulum(AbstractSeparableSystem):
     epsilon: float = eqx.field(static=True)
     Omega: float = eqx.field(static=True)
 
-    dim: ClassVar[int] = 4
-    labels: ClassVar[tuple[str, ...]] = ("q", "tau", "p", "E")
 
     def __init__(self, omega0: float = 1.0, epsilon: float = 0.5, Omega: float = 2.0):
         self.omega0 = check_positive("omega0", omega0)
         self.epsilon = check_real("epsilon", epsilon, minimum=0.0, strict=False)
         self.Omega = check_positive("Omega", Omega)
-
-    @property
-    def period(self) -> float:
-        r"""The period $2\pi/\Omega$ of the drive."""
-        return 2.0 * math.pi / self.Omega
-
-    def kinetic(self, p):
-        r"""$T(p, E) = p^2/2 + E$ for the momenta `(p, E)`."""
-        p = self._check_point(p, size=2, what="momentum p")
-        return 0.5 * p[0] * p[0] + p[1]
 
     def potential(self, q):
         r"""$V(q, \tau) = \omega_0^2 (1 + \varepsilon\cos\Omega\tau)(1 - \cos q)$ for the
@@ -94,7 +104,7 @@ class ParametricPendulum(AbstractSeparableSystem):
         return initial_conditions([[1.0, 0.0, 0.0, 0.0], [0.5, 0.0, 0.5, 0.0]], dtype)
 
 
-class ForcedOscillator(AbstractSeparableSystem):
+class ForcedOscillator(_AbstractClockedSeparable):
     r"""A periodically forced Duffing oscillator without damping, written as an
     autonomous system in **extended phase space**.
 
@@ -123,8 +133,6 @@ class ForcedOscillator(AbstractSeparableSystem):
     f0: float = eqx.field(static=True)
     Omega: float = eqx.field(static=True)
 
-    dim: ClassVar[int] = 4
-    labels: ClassVar[tuple[str, ...]] = ("q", "tau", "p", "E")
 
     def __init__(self, omega0: float = 1.0, beta: float = 0.5, f0: float = 0.5,
                  Omega: float = 1.5):
@@ -132,16 +140,6 @@ class ForcedOscillator(AbstractSeparableSystem):
         self.beta = check_real("beta", beta, minimum=0.0, strict=False)
         self.f0 = check_real("f0", f0)
         self.Omega = check_positive("Omega", Omega)
-
-    @property
-    def period(self) -> float:
-        r"""The period $2\pi/\Omega$ of the drive."""
-        return 2.0 * math.pi / self.Omega
-
-    def kinetic(self, p):
-        r"""$T(p, E) = p^2/2 + E$ for the momenta `(p, E)`."""
-        p = self._check_point(p, size=2, what="momentum p")
-        return 0.5 * p[0] * p[0] + p[1]
 
     def potential(self, q):
         r"""$V(q, \tau) = \omega_0^2 q^2/2 + \beta q^4/4 - f_0 q\cos\Omega\tau$ for the
