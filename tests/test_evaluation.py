@@ -240,6 +240,23 @@ def test_the_identity_map_of_a_window_model_keeps_the_given_window(key):
     np.testing.assert_allclose(metrics["identity_trajectory_error"]["12"], expected, rtol=1e-12)
 
 
+def test_the_structure_points_of_a_window_model_are_windows_of_the_reference(key):
+    from geomlearn.evaluation._integrator import _structure_points
+
+    ref = np.random.default_rng(3).standard_normal((3, 12, 2))
+    model = TinyWindow(2, key=key())
+    task = model.task(seq_length=4, prediction_window=2, data_dt=DT)
+    points = np.asarray(_structure_points(model, jnp.asarray(ref), task, 16, key()))
+    assert points.shape == (16, 4, 2)
+    starts = {(i, t) for i in range(3) for t in range(9)}
+    found = [next((s for s in starts if np.array_equal(ref[s[0], s[1]:s[1] + 4], p)), None)
+             for p in points]
+    assert None not in found and len(set(found)) > 1
+    # a negative control: a window shifted by one state is none of the reference's windows
+    shifted = np.roll(ref, 1, axis=-1)[0, :4]
+    assert not any(np.array_equal(ref[i, t:t + 4], shifted) for i, t in starts)
+
+
 @pytest.mark.parametrize("horizon", [None, 300])
 def test_a_learned_energy_drift_does_not_depend_on_its_constant(key, horizon):
     """H_θ and H_θ + c have the same flow; the drift is divided by the learned energy's
