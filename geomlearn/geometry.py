@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -268,6 +269,19 @@ def conformal_symplecticity_residual(f: Callable[[State], State], x: State, fact
     return symplecticity_residual(lambda v: f(v) / jnp.sqrt(c), x)
 
 
+@eqx.filter_jit  # a module `fmap` is a pytree: a model of the same structure reuses the program
+def _residual_values(fmap, points, dim: int) -> dict[str, Array]:
+    def one(z):  # one Jacobian for the three measures: the map is traced once
+        _check_state(z)
+        M = jacobian(fmap, z)
+        out = {"volume": _volume_of(M), "condition": jnp.linalg.cond(M)}
+        if dim % 2 == 0:
+            out["symplecticity"] = _symplecticity_of(M, z.shape)
+        return out
+
+    return jax.vmap(one)(points)
+
+
 def structure_residuals(fmap: Callable[[State], State], points, dim: int) -> dict[str, float]:
     r"""The structure residuals of the map `fmap` at a batch of `points`, the maximum
     over the points of each.
@@ -285,15 +299,6 @@ def structure_residuals(fmap: Callable[[State], State], points, dim: int) -> dic
     number $\kappa(M) = \sigma_{\max}/\sigma_{\min}$ of the Jacobian `jacobian(fmap, z)`
     (which sets how much rounding the residuals carry).
     """
-
-    def one(z):  # one Jacobian for the three measures: the map is traced once
-        _check_state(z)
-        M = jacobian(fmap, z)
-        out = {"volume": _volume_of(M), "condition": jnp.linalg.cond(M)}
-        if dim % 2 == 0:
-            out["symplecticity"] = _symplecticity_of(M, z.shape)
-        return out
-
-    values = jax.jit(jax.vmap(one))(points)
+    values = _residual_values(fmap, points, dim)
     res = {name: float(np.max(np.asarray(v, dtype=np.float64))) for name, v in values.items()}
     return {k: res[k] for k in ("symplecticity", "volume", "condition") if k in res}

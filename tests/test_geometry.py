@@ -1,3 +1,6 @@
+from typing import ClassVar
+
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -174,3 +177,32 @@ def test_structure_residuals_are_the_maxima_over_the_points():
     np.testing.assert_allclose(bad["symplecticity"], 1.21 - 1, rtol=1e-12)
     odd = structure_residuals(lambda z: z[::-1], jnp.ones((2, 3)), 3)
     assert set(odd) == {"volume", "condition"}
+
+
+class _CountedScale(eqx.Module):
+    """z ↦ s z, counting its traces (a Python side effect runs once per trace)."""
+
+    s: jax.Array
+    traces: ClassVar[list] = []
+
+    def __call__(self, z):
+        _CountedScale.traces.append(1)
+        return self.s * z
+
+
+def test_structure_residuals_of_models_of_one_structure_share_their_program():
+    """A model is passed as a pytree: a second model of the same structure (other
+    parameters) reuses the compiled residuals, and gets its own values."""
+    from geomlearn.geometry import structure_residuals
+
+    _CountedScale.traces.clear()
+    points = jnp.array([[0.3, -0.2], [1.0, 0.5]])
+    one = structure_residuals(_CountedScale(jnp.asarray(1.0)), points, 2)
+    traced = len(_CountedScale.traces)
+    other = structure_residuals(_CountedScale(jnp.asarray(1.1)), points, 2)
+    assert traced >= 1 and len(_CountedScale.traces) == traced  # not traced again
+    assert one["volume"] == 0.0
+    np.testing.assert_allclose(other["volume"], 1.21 - 1, rtol=1e-12)  # its own parameters
+    # negative control: a new points shape is a new program
+    structure_residuals(_CountedScale(jnp.asarray(1.0)), points[:1], 2)
+    assert len(_CountedScale.traces) > traced
