@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -199,16 +200,22 @@ def output(model, draw):
     """The numbers a model must reproduce after a save and a load: its map at an input
     `draw(shape)` (a window of `seq_length` or 3 rows for a transformer), a Hamiltonian
     network's energy and field, a port-Hamiltonian network's energy, field and
-    dissipation, a `MultiStep`'s wrapped model's."""
+    dissipation, a `MultiStep`'s wrapped model's. One compiled program per model
+    structure: a loaded model reuses its original's."""
     if isinstance(model, MultiStep):
         return output(model.model, draw)
     if isinstance(model, AbstractTransformerIntegrator):
-        return model(draw((model.seq_length or 3, model.dim)))
+        shape = (model.seq_length or 3, model.dim)
+    else:
+        shape = (model.dim,)
+    return _output(model, draw(shape))
+
+
+@eqx.filter_jit
+def _output(model, z):
     if isinstance(model, gl.PortHamiltonianNN):  # the state carries the time last
-        z = draw((model.dim,))
         x, t = z[:-1], z[-1]
         return jnp.concatenate([model.hamiltonian(x)[None], model(x, t), model.dissipation(x).ravel()])
     if isinstance(model, AbstractHamiltonianModel):
-        z = draw((model.dim,))
         return jnp.concatenate([model.hamiltonian(z)[None], model.vector_field(z)])
-    return model(draw((model.dim,)))
+    return model(z)

@@ -22,6 +22,12 @@ from geomlearn.systems import DampedPendulum, Duffing, ForcedMassSpring
 SYSTEMS = (DampedPendulum(), Duffing(), ForcedMassSpring(m=2.0, k=0.5, c=0.3))
 
 
+def _compiled(build):
+    """`build()` run as one compiled program: a model's random initialisation, run
+    outside `jit`, compiles a program per operation."""
+    return eqx.filter_jit(build)()
+
+
 # ------------------------------------------------------------------------- systems
 
 
@@ -109,13 +115,22 @@ def test_a_conformal_sympnet_is_conformally_symplectic_with_its_factor(conformal
 
 def test_the_conformal_check_fails_for_maps_without_that_factor(conformal_models):
     learned, _ = conformal_models
-    z = jnp.array([0.3, -0.2, 0.5, 0.1])
-    c = learned.conformal_factor()
-    sympnet = gl.GSympNet(4, n_layers=2, width=5, key=jax.random.PRNGKey(1), dtype=jnp.float64)
-    assert conformal_symplecticity_residual(sympnet, z, c) > 1e-3  # factor 1, not c
-    both_damped = lambda v: jnp.sqrt(c) * learned(v)
-    assert conformal_symplecticity_residual(both_damped, z, c) > 1e-3
-    assert conformal_symplecticity_residual(both_damped, z, c * c) < 1e-13
+    z = np.array([0.3, -0.2, 0.5, 0.1])
+    sympnet = _compiled(lambda: gl.GSympNet(4, n_layers=2, width=5, key=jax.random.PRNGKey(1),
+                                            dtype=jnp.float64))
+
+    @eqx.filter_jit
+    def residuals(learned, sympnet, z):
+        c = learned.conformal_factor()
+        both_damped = lambda v: jnp.sqrt(c) * learned(v)
+        return (conformal_symplecticity_residual(sympnet, z, c),
+                conformal_symplecticity_residual(both_damped, z, c),
+                conformal_symplecticity_residual(both_damped, z, c * c))
+
+    undamped, damped_twice, squared = residuals(learned, sympnet, z)
+    assert undamped > 1e-3  # factor 1, not c
+    assert damped_twice > 1e-3
+    assert squared < 1e-13
 
 
 def test_the_learned_damping_rate_is_never_negative_and_a_given_one_is_fixed(conformal_models):
@@ -139,10 +154,11 @@ def test_the_learned_damping_rate_is_never_negative_and_a_given_one_is_fixed(con
 def phnn_models():
     k = jax.random.PRNGKey(3)
     rng = np.random.default_rng(4)
-    forced = randomize(gl.PortHamiltonianNN(5, width=6, depth=2, forcing="time", key=k, dtype=jnp.float64),
-                       rng, 0.5)
-    state = randomize(gl.PortHamiltonianNN(3, width=6, depth=1, forcing="state-time",
-                                           state_dependent_dissipation=True, key=k, dtype=jnp.float64), rng, 0.5)
+    forced = randomize(_compiled(lambda: gl.PortHamiltonianNN(
+        5, width=6, depth=2, forcing="time", key=k, dtype=jnp.float64)), rng, 0.5)
+    state = randomize(_compiled(lambda: gl.PortHamiltonianNN(
+        3, width=6, depth=1, forcing="state-time", state_dependent_dissipation=True, key=k,
+        dtype=jnp.float64)), rng, 0.5)
     return forced, state
 
 
@@ -159,15 +175,15 @@ def _one_step_facts(model, x, t):
 
 def test_the_discrete_gradient_step_keeps_the_energy_balance_for_every_parameter_value(phnn_models):
     _, state = phnn_models
-    points = jnp.asarray(np.random.default_rng(5).normal(size=(4, state.dim)))
+    points = np.random.default_rng(5).normal(size=(4, state.dim))
     check = gl.check_structure(state, points, dt=0.1)
     assert check.passed and check.structure == "energy-balance"
     assert check.residuals["energy_balance"] < 1e-13
     for model in phnn_models:
-        x = jnp.asarray(np.random.default_rng(model.dim).normal(size=model.phase_dim))
+        x = np.random.default_rng(model.dim).normal(size=model.phase_dim)
         y, stepped, balance, midpoint_balance, R = _one_step_facts(model, x, 0.7)
         # the step the pipeline iterates, with the time carried last
-        np.testing.assert_allclose(stepped, jnp.append(y, 0.8), rtol=1e-14)
+        np.testing.assert_allclose(stepped, np.append(y, 0.8), rtol=1e-14)
         assert balance < 1e-13
         assert midpoint_balance > 1e-9  # negative control: the midpoint rule breaks the balance
         np.testing.assert_allclose(R, R.T, atol=1e-15)
@@ -180,15 +196,16 @@ def _energy_change(model, x):
 
 
 def test_without_dissipation_and_force_the_step_conserves_the_learned_energy():
-    model = gl.PortHamiltonianNN(2, width=5, depth=2, key=jax.random.PRNGKey(5), dtype=jnp.float64)
-    conservative = eqx.tree_at(lambda m: m.r_biases, model, (jnp.zeros(4),))
-    x = jnp.array([0.8, -0.3])
+    model = _compiled(lambda: gl.PortHamiltonianNN(2, width=5, depth=2, key=jax.random.PRNGKey(5),
+                                                   dtype=jnp.float64))
+    conservative = eqx.tree_at(lambda m: m.r_biases, model, (jnp.asarray(np.zeros(4)),))
+    x = np.array([0.8, -0.3])
     assert abs(float(_energy_change(conservative, x))) < 1e-15
     assert float(_energy_change(model, x)) < -1e-6  # negative control: with R ⪰ 0 it falls
     assert conservative.dissipation_spectrum().tolist() == [0.0, 0.0]
 
 
-
+@eqx.filter_jit  # one program per offset (a number, held static)
 def _even_energy_model(offset):
     """A port-Hamiltonian network whose energy is even (hidden units in pairs `w`, `-w`
     with equal biases and output weights), so that `0` is an equilibrium, plus `offset`."""
@@ -244,10 +261,12 @@ def _depth_two_model_with_an_equilibrium_at_zero():
     c = 0.25 * rng.normal(size=(1, 16))
     weights = tuple(map(jnp.asarray, (np.concatenate([w, -w]), np.concatenate([A, A], axis=1), c)))
     biases = tuple(map(jnp.asarray, (np.concatenate([b, b]), b2, [0.0])))
-    model = gl.PortHamiltonianNN(2, width=16, depth=2, key=jax.random.PRNGKey(0), dtype=jnp.float64)
+    model = _compiled(lambda: gl.PortHamiltonianNN(2, width=16, depth=2, key=jax.random.PRNGKey(0),
+                                                   dtype=jnp.float64))
     model = eqx.tree_at(lambda m: (m.h_weights, m.h_biases, m.r_biases), model,
-                        (weights, biases, (jnp.asarray([0.0, 0.0, 0.0, np.sqrt(0.3)]),)))
-    curvature = np.linalg.eigvalsh(np.asarray(jax.hessian(model.hamiltonian)(jnp.zeros(2))))
+                        (weights, biases, (jnp.asarray(np.array([0.0, 0.0, 0.0, np.sqrt(0.3)])),)))
+    hessian = eqx.filter_jit(lambda m, x: jax.hessian(m.hamiltonian)(x))(model, np.zeros(2))
+    curvature = np.linalg.eigvalsh(np.asarray(hessian))
     assert curvature[0] > 0.5  # a minimum: the damped flow is attracted to it
     return model
 
@@ -276,7 +295,7 @@ def test_a_depth_two_network_rolls_out_into_its_equilibrium_with_one_verdict_bat
     or "did not converge" in `iterate` — and a state's verdict depended on the batch it
     was rolled out in. The test now has an absolute floor and the rounding at each iterate."""
     model = _depth_two_model_with_an_equilibrium_at_zero()
-    starts = jnp.asarray([[3e-3, 0.0], [1e-3, 6e-4], [-1.5e-3, 1e-3]])
+    starts = np.array([[3e-3, 0.0], [1e-3, 6e-4], [-1.5e-3, 1e-3]])
     together = np.asarray(gl.iterate(model, starts, 3000, dt=0.1))
     alone = np.stack([np.asarray(gl.iterate(model, s, 3000, dt=0.1)) for s in starts])
     assert np.all(np.isfinite(together)) and np.all(np.isfinite(alone))
@@ -285,32 +304,36 @@ def test_a_depth_two_network_rolls_out_into_its_equilibrium_with_one_verdict_bat
     # each step is solved to eps^(2/3)·(|x| + |y| + 1) ≈ 4e-11 (where |y − x|² crosses the
     # discrete gradient's cut-off, batched and alone may keep its correction or not)
     np.testing.assert_allclose(together, alone, rtol=0, atol=1e-9)
-    states = jnp.asarray(together[:, ::5].reshape(-1, 2))
+    states = together[:, ::5].reshape(-1, 2)
     batched, relative = map(np.asarray, _verdicts(model, states))
     one_by_one = np.array([bool(_verdict_alone(model, s)) for s in states[::7]])
     assert batched.all() and one_by_one.all()
     assert (~relative).sum() >= 5  # negative control: judged relative to |y| alone they fail
     # beside a state whose Newton iteration has a far larger step, a state keeps its own
     # verdict and step: vmap's loop runs on, but each state stops where its own test does
-    pair, steps = jnp.stack([states[3], states[3]]), jnp.asarray([0.1, 20.0])
+    pair, steps = np.stack([states[3], states[3]]), np.array([0.1, 20.0])
     y, ok = eqx.filter_jit(jax.vmap(lambda x, h: model._solve(x, h, 0.0)))(pair, steps)
     y_alone, ok_alone = eqx.filter_jit(lambda x: model._solve(x, 0.1, 0.0))(states[3])
     assert bool(ok[0]) and bool(ok_alone)
     np.testing.assert_allclose(y[0], y_alone, rtol=0, atol=4e-11)  # the solve's tolerance
 
 
+_step = eqx.filter_jit(lambda model, state, task: model.step(state, task))
+
+
 def test_a_failed_discrete_gradient_step_says_what_failed_in_one_line():
     """A step that cannot be solved (here from a state that is not finite) is NaN when the
     task asks for it and otherwise raises one line naming the model, the solve, dt and the
     dtype, with what to try (float64 only where the computation is not already in it)."""
-    model = gl.PortHamiltonianNN(2, width=6, depth=2, key=jax.random.PRNGKey(5), dtype=jnp.float64)
-    x = jnp.array([jnp.nan, 0.3])
-    assert not bool(model._solve(x, 0.1, 0.0)[1])
-    assert bool(model._solve(x.at[0].set(0.2), 0.1, 0.0)[1])
-    assert np.isnan(np.asarray(model.step(x, Task(dt=0.1, nan_on_failure=True)))).all()
+    model = _compiled(lambda: gl.PortHamiltonianNN(2, width=6, depth=2, key=jax.random.PRNGKey(5),
+                                                   dtype=jnp.float64))
+    x = np.array([np.nan, 0.3])
+    assert not bool(_verdict_alone(model, x))
+    assert bool(_verdict_alone(model, np.array([0.2, 0.3])))
+    assert np.isnan(np.asarray(_step(model, x, Task(dt=0.1, nan_on_failure=True)))).all()
     for dtype, wider in ((jnp.float64, False), (jnp.float32, True)):
         with pytest.raises(Exception) as info:
-            jax.block_until_ready(model.step(x.astype(dtype), Task(dt=0.1)))
+            jax.block_until_ready(_step(model, x.astype(dtype), Task(dt=0.1)))
         (line,) = [ln for ln in str(info.value).splitlines() if "did not converge" in ln]
         for text in ("PortHamiltonianNN", "discrete-gradient", "dt=0.1", np.dtype(dtype).name,
                      "smaller step at prediction", "different model"):
@@ -323,6 +346,10 @@ def _residual_predictions(model, pairs, dt):
     return jax.vmap(lambda s: model.predict(s, Task(dt=dt, samples=StepResiduals())))(pairs)
 
 
+_discrete_gradient_steps = eqx.filter_jit(
+    lambda model, x, t: jax.vmap(lambda a, s: model.discrete_gradient_step(a, 0.1, t=s))(x, t))
+
+
 def test_training_on_the_step_residual_predicts_the_solved_step_at_a_solved_pair(phnn_models):
     """`sample_form="step_residual"` trains on the step's equation at the data's pair: at
     a pair the discrete-gradient step produced, its prediction is that step's end (a zero
@@ -330,21 +357,23 @@ def test_training_on_the_step_residual_predicts_the_solved_step_at_a_solved_pair
     equation there."""
     for model in phnn_models:
         rng = np.random.default_rng(model.dim + 10)
-        x = jnp.asarray(rng.normal(size=(3, model.phase_dim)))
-        t = jnp.asarray([0.0, 0.4, 1.3])
-        y = jax.vmap(lambda a, s: model.discrete_gradient_step(a, 0.1, t=s))(x, t)
-        before, after = jnp.column_stack([x, t]), jnp.column_stack([y, t + 0.1])
-        solved = _residual_predictions(model, jnp.stack([before, after], axis=1), 0.1)
+        x = rng.normal(size=(3, model.phase_dim))
+        t = np.array([0.0, 0.4, 1.3])
+        y = np.asarray(_discrete_gradient_steps(model, x, t))
+        before, after = np.column_stack([x, t]), np.column_stack([y, t + 0.1])
+        solved = _residual_predictions(model, np.stack([before, after], axis=1), 0.1)
         np.testing.assert_allclose(solved, after, rtol=0, atol=1e-14)
         # negative control: a pair off the step is predicted elsewhere, by its residual
-        off = after.at[:, 0].add(1e-3)
-        moved = np.asarray(_residual_predictions(model, jnp.stack([before, off], axis=1), 0.1))
-        assert np.min(np.abs(moved[:, 0] - np.asarray(off[:, 0]))) > 1e-4
+        off = after.copy()
+        off[:, 0] += 1e-3
+        moved = np.asarray(_residual_predictions(model, np.stack([before, off], axis=1), 0.1))
+        assert np.min(np.abs(moved[:, 0] - off[:, 0])) > 1e-4
     data = gl.datasets.forced_mass_spring(jax.random.PRNGKey(0), n_trajectories=2, n_steps=5,
                                           dtype=jnp.float64)
     model = phnn_models[1]  # (q, p, t): the forced mass spring's state
     x, y, task = model.training_samples(data, model.task())
     assert task.samples == StepResiduals() and task.dt == data.dt
+    x = np.asarray(x)
     np.testing.assert_array_equal(x[:, 1], y)
     np.testing.assert_array_equal(x[:, 0], data.pairs()[0])
 

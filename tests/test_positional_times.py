@@ -19,6 +19,8 @@ from geomlearn.models import (
     VolumePreservingTransformer,
 )
 
+from _helpers import normal, random_module
+
 # ---------------------------------------------------------------------------------------
 # An exact reference, independent of the library: Decimal arithmetic at 90 digits, pi by
 # the Gauss-Legendre iteration, the angle t * w exact (both floats converted exactly),
@@ -103,10 +105,16 @@ def test_no_parameters_and_identity_jacobian(dtype):
     assert jax.tree_util.tree_leaves(eqx.filter(pe, eqx.is_inexact_array)) == []
     times = jnp.asarray([-1.5, 0.25, 7.0, 1e4 + 0.125, 9e4], dtype)
     x = jnp.ones((5, 3), dtype)
-    J = jax.jacfwd(lambda z: pe(z, times))(x).reshape(15, 15)
-    np.testing.assert_array_equal(J, np.eye(15))
+
+    @jax.jit  # one program (eagerly, every operation compiles alone)
+    def jacobian_at_zero_and_table(x, times):
+        J = jax.jacfwd(lambda z: pe(z, times))(x)
+        return J, pe(jnp.zeros_like(x), times), pe.table(x, times)
+
+    J, at_zero, table = jacobian_at_zero_and_table(x, times)
+    np.testing.assert_array_equal(np.asarray(J).reshape(15, 15), np.eye(15))
     # the constant added is the table, whatever the input
-    np.testing.assert_array_equal(pe(jnp.zeros_like(x), times), pe.table(x, times))
+    np.testing.assert_array_equal(at_zero, table)
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
@@ -116,8 +124,9 @@ def test_integer_times_agree_with_the_integer_table(dtype, T):
     exact value, computed with different work: short float32 tables are float64 NumPy
     constants, long ones and the times path work in float32; the limb counts differ)."""
     d = 2
-    by_times = PositionalEncoding(d).table(jnp.zeros((T, d), dtype), jnp.arange(T, dtype=dtype))
-    by_rows = positional_encoding(T, d, dtype=dtype)
+    by_times, by_rows = jax.jit(lambda: (  # one program (eagerly, every operation alone)
+        PositionalEncoding(d).table(jnp.zeros((T, d), dtype), jnp.arange(T, dtype=dtype)),
+        positional_encoding(T, d, dtype=dtype)))()
     diff = np.abs(np.asarray(by_times, np.float64) - np.asarray(by_rows, np.float64))
     spacing = np.spacing(np.abs(np.asarray(by_rows)))
     assert (diff <= spacing).all()
@@ -146,13 +155,19 @@ def test_one_ulp_against_the_exact_reference_at_T_100000(dtype):
 def test_jit_vmap_and_leading_axes():
     pe = PositionalEncoding(4)
     times = jnp.asarray(_times(7, np.float32, seed=2, high=50.0))
-    x = jax.random.normal(jax.random.PRNGKey(0), (3, 7, 4), jnp.float32)
+    x = normal(np.random.default_rng(0), (3, 7, 4), jnp.float32)
     eager = pe(x, times)
-    np.testing.assert_array_equal(jax.jit(lambda z, t: pe(z, t))(x, times), eager)
-    np.testing.assert_array_equal(pe(x[0], times), eager[0])  # leading axes broadcast
-    batch = jnp.stack([times, times * 1.5])
-    out = jax.vmap(lambda z, t: pe(z, t))(x[:2], batch)
-    np.testing.assert_array_equal(out[1], pe(x[1], times * 1.5))
+    batch = jnp.asarray(np.stack([np.asarray(times), np.asarray(times) * np.float32(1.5)]))
+
+    @jax.jit  # every compiled form in one program
+    def compiled(x, times, batch):
+        out = jax.vmap(lambda z, t: pe(z, t))(x[:2], batch)
+        return pe(x, times), pe(x[0], times), out, pe(x[1], batch[1])
+
+    jitted, first, out, second = compiled(x, times, batch)
+    np.testing.assert_array_equal(jitted, eager)
+    np.testing.assert_array_equal(first, eager[0])  # leading axes broadcast
+    np.testing.assert_array_equal(out[1], second)
 
 
 @pytest.mark.parametrize("times, message", [
@@ -184,23 +199,38 @@ def test_under_jit_only_the_shape_is_checked():
 # The transformers
 
 
-def _randomised(model, key, scale=0.5):
-    """`model` with every inexact array perturbed (position gains away from zero)."""
-    params, static = eqx.partition(model, eqx.is_inexact_array)
-    leaves, tree = jax.tree_util.tree_flatten(params)
-    keys = jax.random.split(key, len(leaves))
-    leaves = [x + scale * jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, keys)]
-    return eqx.combine(jax.tree_util.tree_unflatten(tree, leaves), static)
+def _random(build, seed=1, scale=0.5):
+    """The model `build()` makes with every inexact array drawn from N(0, scale²) (position
+    gains away from zero), drawn by NumPy from its skeleton."""
+    return random_module(build, np.random.default_rng(seed), scale)
+
+
+def _states(shape, seed=2):
+    return normal(np.random.default_rng(seed), shape)
 
 
 _T = 5
 
-
-def _residual(check, model, Z, times):
-    """`check` (a structure residual) of `z -> model(z, times=times)` at `Z`, compiled."""
-    return float(jax.jit(lambda z, t: check(lambda y: model(y, times=t), z))(Z, times))
-
 _TIMES = jnp.asarray([-0.7, 0.4, 1.9, 2.05, 6.5])  # non-uniform steps
+_REVERSED, _SHORT = jnp.asarray([6.5, 2.05, 1.9, 0.4, -0.7]), jnp.asarray([-0.7, 0.4, 1.9])
+
+
+@eqx.filter_jit
+def _with_times(check, model, Z, times, calls=("times", "indices", "plain")):
+    """In one compiled program: `check` (a structure residual) of
+    `z -> model(z, times=times)` at `Z`, then what `calls` names: that map at `Z`
+    (`"times"`), at the rows' indices as times (`"indices"`), the plain call `model(Z)`
+    (`"plain"`), and for the VPT the inverse at `model(Z, times)` (`"inverse"`) and the
+    inference form at `Z` (`"inference"`), both at `times`."""
+    forms = {
+        "times": lambda: model(Z, times=times),
+        "indices": lambda: model(Z, times=jnp.arange(Z.shape[0], dtype=Z.dtype)),
+        "plain": lambda: model(Z),
+        "inverse": lambda: model.inverse(model(Z, times=times), times=times),
+        "inference": lambda: model.inference_form()(Z, times=times),
+    }
+    return check(lambda y: model(y, times=times), Z), *[forms[c]() for c in calls]
+
 
 _SYMPLECTIC = [
     (SymplecticTransformer, {}, "amplitude"),
@@ -213,61 +243,61 @@ _SYMPLECTIC = [
 
 @pytest.mark.parametrize("cls, extra, signal", _SYMPLECTIC)
 def test_symplectic_with_times(cls, extra, signal):
-    model = _randomised(cls(4, **extra, n_sympnet=1, positional_encoding=signal,
-                            key=jax.random.PRNGKey(0)), jax.random.PRNGKey(1))
-    Z = jax.random.normal(jax.random.PRNGKey(2), (_T, 4))
-    assert _residual(symplecticity_residual, model, Z, _TIMES) < 1e-12
+    model = _random(lambda: cls(4, **extra, n_sympnet=1, positional_encoding=signal,
+                                key=jax.random.PRNGKey(0)))
+    Z = _states((_T, 4))
+    residual, timed, indexed, plain = _with_times(symplecticity_residual, model, Z, _TIMES)
+    assert residual < 1e-12
     # the times are read: other times, another map; the rows' indices, the plain call
-    call = jax.jit(lambda z, t: model(z, times=t))
-    plain = jax.jit(lambda z: model(z))(Z)
-    assert np.abs(call(Z, _TIMES) - plain).max() > 1e-3
-    np.testing.assert_allclose(call(Z, jnp.arange(_T, dtype=Z.dtype)), plain, rtol=0, atol=1e-13)
+    assert np.abs(timed - plain).max() > 1e-3
+    np.testing.assert_allclose(indexed, plain, rtol=0, atol=1e-13)
 
 
 def test_symplectic_negative_control():
     """The standard transformer with the same times is not symplectic."""
-    model = _randomised(Transformer(4, L=1, n_blocks=0, positional_encoding="amplitude",
-                                    key=jax.random.PRNGKey(0)), jax.random.PRNGKey(1))
-    Z = jax.random.normal(jax.random.PRNGKey(2), (_T, 4))
-    assert _residual(symplecticity_residual, model, Z, _TIMES) > 1e-2
-    assert np.abs(jax.jit(lambda z: model(z, times=_TIMES) - model(z))(Z)).max() > 1e-3
+    model = _random(lambda: Transformer(4, L=1, n_blocks=0, positional_encoding="amplitude",
+                                        key=jax.random.PRNGKey(0)))
+    Z = _states((_T, 4))
+    residual, timed, plain = _with_times(symplecticity_residual, model, Z, _TIMES,
+                                         calls=("times", "plain"))
+    assert residual > 1e-2
+    assert np.abs(timed - plain).max() > 1e-3
 
 
 @pytest.mark.parametrize("signal", ["split-amplitude", "amplitude", "bias", "input", "conjugate"])
 def test_volume_preserving_with_times(signal):
-    model = _randomised(VolumePreservingTransformer(3, positional_encoding=signal,
-                                                    key=jax.random.PRNGKey(0)),
-                        jax.random.PRNGKey(1))
-    Z = jax.random.normal(jax.random.PRNGKey(2), (_T, 3))
-    assert _residual(volume_residual, model, Z, _TIMES) < 1e-12
-    Y = jax.jit(lambda z, t: model(z, times=t))(Z, _TIMES)
-    assert np.abs(Y - jax.jit(lambda z: model(z))(Z)).max() > 1e-3
-    inverse = jax.jit(lambda y, t: model.inverse(y, times=t))
-    np.testing.assert_allclose(inverse(Y, _TIMES), Z, rtol=0, atol=1e-10)
-    inference = jax.jit(lambda z, t: model.inference_form()(z, times=t))
-    np.testing.assert_allclose(inference(Z, _TIMES), Y, rtol=0, atol=1e-12)
+    model = _random(lambda: VolumePreservingTransformer(3, positional_encoding=signal,
+                                                        key=jax.random.PRNGKey(0)))
+    Z = _states((_T, 3))
+    residual, Y, plain, inverse, inference = _with_times(
+        volume_residual, model, Z, _TIMES, calls=("times", "plain", "inverse", "inference"))
+    assert residual < 1e-12
+    assert np.abs(Y - plain).max() > 1e-3
+    np.testing.assert_allclose(inverse, Z, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(inference, Y, rtol=0, atol=1e-12)
 
 
 def test_volume_negative_control():
     """The arbitrary weighting with the same times does not preserve volume."""
-    model = _randomised(VolumePreservingTransformer(3, weighting="arbitrary",
-                                                    positional_encoding="split-amplitude",
-                                                    key=jax.random.PRNGKey(0)),
-                        jax.random.PRNGKey(1))
-    Z = jax.random.normal(jax.random.PRNGKey(2), (_T, 3))
-    assert _residual(volume_residual, model, Z, _TIMES) > 1e-3
+    model = _random(lambda: VolumePreservingTransformer(3, weighting="arbitrary",
+                                                        positional_encoding="split-amplitude",
+                                                        key=jax.random.PRNGKey(0)))
+    Z = _states((_T, 3))
+    assert _with_times(volume_residual, model, Z, _TIMES, calls=())[0] > 1e-3
 
 
 def test_models_under_jit_and_vmap_and_errors():
-    model = _randomised(SymplecticTransformer(4, n_sympnet=1, positional_encoding="amplitude",
-                                              key=jax.random.PRNGKey(0)), jax.random.PRNGKey(1))
-    Z = jax.random.normal(jax.random.PRNGKey(2), (2, _T, 4))
-    times = jnp.stack([_TIMES, _TIMES + 3.0])
-    out = jax.jit(jax.vmap(lambda z, t: model(z, times=t)))(Z, times)
-    np.testing.assert_allclose(out[1], model(Z[1], times=times[1]), rtol=0, atol=1e-13)
-    for m in (model, Transformer(4, key=jax.random.PRNGKey(0)),
-              VolumePreservingTransformer(3, key=jax.random.PRNGKey(0))):
+    model = _random(lambda: SymplecticTransformer(4, n_sympnet=1, positional_encoding="amplitude",
+                                                  key=jax.random.PRNGKey(0)))
+    Z = _states((2, _T, 4))
+    times = np.stack([np.asarray(_TIMES), np.asarray(_TIMES) + 3.0])
+    out = jax.jit(jax.vmap(lambda z, t: model(z, times=t)))(Z, jnp.asarray(times))
+    # against one eager call (rows taken on the host: no compiled slicing)
+    second = model(jnp.asarray(np.asarray(Z)[1]), times=jnp.asarray(times[1]))
+    np.testing.assert_allclose(out[1], second, rtol=0, atol=1e-13)
+    for m in (model, _random(lambda: Transformer(4, key=jax.random.PRNGKey(0))),
+              _random(lambda: VolumePreservingTransformer(3, key=jax.random.PRNGKey(0)))):
         with pytest.raises(ValueError, match="strictly increasing"):
-            m(jnp.zeros((_T, m.dim)), times=_TIMES[::-1])
+            m(jnp.zeros((_T, m.dim)), times=_REVERSED)
         with pytest.raises(ValueError, match=r"shape \(5,\)"):
-            m(jnp.zeros((_T, m.dim)), times=_TIMES[:3])
+            m(jnp.zeros((_T, m.dim)), times=_SHORT)

@@ -3,6 +3,7 @@ row t by the step s_t; the window map stays symplectic / volume-preserving for e
 sequence of steps (negative controls: the attention or a state-dependent step scaled the
 same way), all-one steps give the model as it is, and bad steps get a clear error."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,9 +28,34 @@ def _model(build, seed=1):
     return random_module(build, np.random.default_rng(seed), scale=0.5)
 
 
-def _residual(check, call, Z, steps):
-    """`check` (a structure residual) of `z -> call(z, steps)` at `Z`, compiled."""
-    return float(jax.jit(lambda z, s: check(lambda y: call(y, s), z))(Z, steps))
+def _with_steps(model, z, s):
+    return model(z, steps=s)
+
+
+@eqx.filter_jit
+def _residuals(check, call, model, Z, step_draws):
+    """`check` (a structure residual) of `z -> call(model, z, s)` at `Z` for every row `s`
+    of `step_draws`, in one compiled program."""
+    return jax.vmap(lambda s: check(lambda y: call(model, y, s), Z))(step_draws)
+
+
+@eqx.filter_jit
+def _outputs(model, Z, steps):
+    """`model` at `Z` with `steps`, with all-one steps and without steps, compiled once
+    (the two stepped calls as one loop body)."""
+    stepped, ones = jax.lax.map(lambda s: model(Z, steps=s), jnp.stack([steps, jnp.ones_like(steps)]))
+    return stepped, ones, model(Z)
+
+
+@eqx.filter_jit
+def _volume_checks(model, Z, steps):
+    """What the volume test reads, in one program: the residual of `z -> model(z, steps)`,
+    the outputs of `_outputs`, the inverse of the stepped output and the inference form's
+    stepped output."""
+    Y, ones, plain = _outputs(model, Z, steps)
+    residual = volume_residual(lambda y: model(y, steps=steps), Z)
+    inference = model.inference_form()(Z, steps=steps)
+    return residual, Y, ones, plain, model.inverse(Y, steps=steps), inference
 
 
 def _window(d, seed=2):
@@ -54,14 +80,13 @@ _SYMPLECTIC = [
 def test_symplectic_for_every_step_sequence(build, signal):
     model = _model(lambda: build(signal))
     Z = _window(4)
-    call = lambda z, s: model(z, steps=s)  # noqa: E731
-    for seed in range(3):
-        steps = jnp.asarray(np.random.default_rng(seed).uniform(0.5, 1.5, _T))
-        assert _residual(symplecticity_residual, call, Z, steps) < 1e-12
+    draws = np.stack([np.random.default_rng(seed).uniform(0.5, 1.5, _T) for seed in range(3)])
+    residuals = _residuals(symplecticity_residual, _with_steps, model, Z, draws)
+    assert residuals.shape == (3,) and np.all(np.asarray(residuals) < 1e-12)
     # the steps are read; all-one steps are the model as it is
-    plain = jax.jit(lambda z: model(z))(Z)
-    assert np.abs(jax.jit(call)(Z, _STEPS) - plain).max() > 1e-3
-    np.testing.assert_allclose(jax.jit(call)(Z, jnp.ones(_T)), plain, rtol=0, atol=1e-14)
+    stepped, ones, plain = _outputs(model, Z, _STEPS)
+    assert np.abs(stepped - plain).max() > 1e-3
+    np.testing.assert_allclose(ones, plain, rtol=0, atol=1e-14)
 
 
 def test_symplectic_negative_control_steps_inside_attention():
@@ -69,10 +94,12 @@ def test_symplectic_negative_control_steps_inside_attention():
     gradient of a potential: not symplectic (the reason the attention is not scaled)."""
     model = _model(lambda: SymplecticTransformer(4, n_sympnet=1, key=jax.random.PRNGKey(0)))
     attention = model.layers[0]  # the first A_Q
-    scaled = lambda Z, s: Z + s[:, None] * (attention(Z) - Z)  # noqa: E731
+    scaled = lambda att, Z, s: Z + s[:, None] * (att(Z) - Z)  # noqa: E731
     Z = _window(4)
-    assert _residual(symplecticity_residual, scaled, Z, jnp.ones(_T)) < 1e-12
-    assert _residual(symplecticity_residual, scaled, Z, _STEPS) > 1e-3
+    ones, unequal = _residuals(symplecticity_residual, scaled, attention, Z,
+                               np.stack([np.ones(_T), np.asarray(_STEPS)]))
+    assert ones < 1e-12
+    assert unequal > 1e-3
 
 
 @pytest.mark.parametrize("signal", [None, "split-amplitude", "amplitude", "bias", "conjugate"])
@@ -81,34 +108,36 @@ def test_volume_preserving_for_every_step_sequence(signal, dim):
     model = _model(lambda: VolumePreservingTransformer(
         dim, n_blocks=2, L=2, positional_encoding=signal, key=jax.random.PRNGKey(0)))
     Z = _window(dim)
-    call = lambda z, s: model(z, steps=s)  # noqa: E731
-    assert _residual(volume_residual, call, Z, _STEPS) < 1e-12
-    Y = jax.jit(call)(Z, _STEPS)
-    plain = jax.jit(lambda z: model(z))(Z)
+    residual, Y, ones, plain, back, inference = _volume_checks(model, Z, _STEPS)
+    assert residual < 1e-12
     assert np.abs(Y - plain).max() > 1e-3
-    np.testing.assert_allclose(jax.jit(call)(Z, jnp.ones(_T)), plain, rtol=0, atol=1e-13)
-    inverse = jax.jit(lambda y, s: model.inverse(y, steps=s))
-    np.testing.assert_allclose(inverse(Y, _STEPS), Z, rtol=0, atol=1e-10)
-    inference = jax.jit(lambda z, s: model.inference_form()(z, steps=s))
-    np.testing.assert_allclose(inference(Z, _STEPS), Y, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(ones, plain, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(back, Z, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(inference, Y, rtol=0, atol=1e-12)
 
 
 def test_volume_negative_control_state_dependent_step():
     """A triangular shear whose step depends on the row's own state, x + h(x) f(x), is not
     unit triangular: it does not preserve volume (the steps must depend on time only)."""
     layer = _model(lambda: VolumePreservingLowerLayer(3, "tanh", key=jax.random.PRNGKey(0)))
-    row = lambda x: layer(x, 1.0 + 0.5 * jnp.tanh(x[-1]))  # noqa: E731
-    x = jnp.asarray([0.3, -0.8, 0.6])
-    assert float(volume_residual(lambda y: layer(y, 1.3), x)) < 1e-14
-    assert float(volume_residual(row, x)) > 1e-3
+    x = np.asarray([0.3, -0.8, 0.6])
+
+    @eqx.filter_jit
+    def residuals(layer, x):
+        row = lambda y: layer(y, 1.0 + 0.5 * jnp.tanh(y[-1]))  # noqa: E731
+        return volume_residual(lambda y: layer(y, 1.3), x), volume_residual(row, x)
+
+    fixed, state_dependent = residuals(layer, x)
+    assert float(fixed) < 1e-14
+    assert float(state_dependent) > 1e-3
 
 
 def test_steps_scale_the_residual_layers_of_the_standard_transformer():
     model = _model(lambda: Transformer(4, L=1, n_blocks=2, key=jax.random.PRNGKey(0)))
     Z = _window(4)
-    plain = model(Z)
-    np.testing.assert_allclose(model(Z, steps=jnp.ones(_T)), plain, rtol=0, atol=1e-14)
-    assert np.abs(model(Z, steps=_STEPS) - plain).max() > 1e-3
+    stepped, ones, plain = _outputs(model, Z, _STEPS)
+    np.testing.assert_allclose(ones, plain, rtol=0, atol=1e-14)
+    assert np.abs(stepped - plain).max() > 1e-3
 
 
 @pytest.mark.parametrize("steps, error, match", [
@@ -121,8 +150,8 @@ def test_steps_scale_the_residual_layers_of_the_standard_transformer():
 ])
 def test_bad_steps_get_a_clear_error(steps, error, match):
     Z = _window(4)
-    for model in (SymplecticTransformer(4, key=jax.random.PRNGKey(0)),
-                  VolumePreservingTransformer(4, key=jax.random.PRNGKey(0)),
-                  Transformer(4, L=1, key=jax.random.PRNGKey(0))):
+    for model in (_model(lambda: SymplecticTransformer(4, key=jax.random.PRNGKey(0))),
+                  _model(lambda: VolumePreservingTransformer(4, key=jax.random.PRNGKey(0))),
+                  _model(lambda: Transformer(4, L=1, key=jax.random.PRNGKey(0)))):
         with pytest.raises(error, match=match):
             model(Z, steps=steps)
