@@ -18,8 +18,10 @@ import geomlearn as gl
 from _helpers import RK4Step
 from geomlearn.evaluation import _reference_run as rr
 from geomlearn.evaluation import _work_precision as wp
+from geomlearn.evaluation._frontier import as_fast
 from geomlearn.evaluation._work_precision import (
     REFERENCE_TOLERANCE,
+    SPEED_TOLERANCE,
     WorkPoint,
     WorkPrecision,
     compare,
@@ -315,6 +317,22 @@ def test_a_shortened_horizon_is_named_first_in_the_verdict():
     assert cut.verdict() == (f"at step 40 of {HORIZON} (the last step the reference resolves "
                              f"to {rr.REFERENCE_RESOLVED:g}): " + plain)
     assert not plain.startswith("at step")
+
+
+def test_a_run_within_the_timing_precision_of_the_model_is_of_equal_cost():
+    """Throughputs closer than SPEED_TOLERANCE are one cost, and a tie goes to the
+    classical side: a run a little slower than the model is its equal-cost run (here
+    more accurate: frontier_ratio 0.5), not a faster one that diverged. The negative
+    control: a run slower by more than the tolerance is not of equal cost."""
+    model = point("M", None, 0.2, 100.0)
+    diverged = point("verlet", 1, 1e13, 200.0)
+    near = point("verlet", 2, 0.1, 100.0 / (1 + 0.9 * SPEED_TOLERANCE))
+    c = compare(model, [diverged, near])
+    assert c.equal_cost == near and c.frontier_ratio == pytest.approx(0.5)
+    far = point("verlet", 2, 0.1, 100.0 / (1 + 1.1 * SPEED_TOLERANCE))
+    c = compare(model, [diverged, far])
+    assert c.equal_cost == diverged and c.frontier_ratio == pytest.approx(5e13)
+    assert as_fast(near, model) and not as_fast(far, model)
 
 
 def test_the_ratios_are_none_where_no_classical_run_qualifies():

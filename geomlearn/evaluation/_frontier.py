@@ -7,7 +7,13 @@ import dataclasses
 import math
 from typing import NamedTuple
 
-__all__ = ["WorkPoint", "Comparison", "compare", "pareto_frontier", "ratio", "times"]
+__all__ = ["WorkPoint", "Comparison", "compare", "pareto_frontier", "ratio", "times",
+           "SPEED_TOLERANCE", "as_fast"]
+
+SPEED_TOLERANCE = 0.1
+"""Throughputs that differ by less than this fraction are the same cost: a throughput is
+the median of a few timed calls, and repeated measurements on one machine differ by
+this much. A tie in cost goes to the classical run."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,9 +69,16 @@ def pareto_frontier(points) -> tuple[WorkPoint, ...]:
     return tuple(kept)
 
 
+def as_fast(point: WorkPoint, model: WorkPoint) -> bool:
+    """Whether `point` is at least as fast as `model` within `SPEED_TOLERANCE`: its
+    throughput $v \ge v_m / (1 + $ `SPEED_TOLERANCE`$)$."""
+    return point.states_per_second * (1.0 + SPEED_TOLERANCE) >= model.states_per_second
+
+
 class Comparison(NamedTuple):
     """What `compare` finds: the two ratios and the classical runs behind them
-    (`equal_cost`: the most accurate run at least as fast as the model; `equal_error`:
+    (`equal_cost`: the most accurate run at least as fast as the model, `as_fast`;
+    `equal_error`:
     the fastest run at least as accurate; `fastest`: the fastest run), each `None` where
     there is none."""
 
@@ -80,7 +93,7 @@ def compare(model: WorkPoint, points) -> Comparison:
     """The ratios of the module documentation for the model's point against the classical
     `points`: a pure function of the errors and throughputs."""
     points = list(points)
-    fast = [p for p in points if p.states_per_second >= model.states_per_second]
+    fast = [p for p in points if as_fast(p, model)]
     equal_cost = min(fast, key=lambda p: (p.error_worst, -p.states_per_second), default=None)
     accurate = [p for p in points if not p.failed and p.error_worst <= model.error_worst]
     equal_error = max(accurate, key=lambda p: (p.states_per_second, -p.error_worst),

@@ -32,8 +32,9 @@ integrators run `horizon` $= N$ data steps against an accurate reference $r^i_t$
   error and throughput.
 - **Ratios** (`compare`): with $e_m$, $v_m$ the model's error and throughput,
   `frontier_ratio` $= e_c / e_m$ for the most accurate classical run with throughput
-  $\ge v_m$ (above 1 the model is more accurate at equal cost; `None` when every
-  classical run is slower than the model), and `equal_error_speedup` $= v_m / v_c$ for
+  $\ge v_m / (1 + $ `SPEED_TOLERANCE`$)$ (equal cost within the timing's precision; above
+  1 the model is more accurate at equal cost; `None` when every classical run is
+  slower), and `equal_error_speedup` $= v_m / v_c$ for
   the fastest classical run with error $\le e_m$ (`None` when none reaches it). In a
   ratio $x/0 = \infty$ for $x > 0$ and $0/0 = \infty/\infty = 1$.
 
@@ -58,7 +59,8 @@ from ..models._base import AbstractModel
 from ..rollout import RolloutError, model_rollout
 from ..systems import AbstractSystem
 from ._frame import clock_components, kept_components
-from ._frontier import Comparison, WorkPoint, compare, pareto_frontier, ratio, times
+from ._frontier import (SPEED_TOLERANCE, Comparison, WorkPoint, as_fast, compare,
+                        pareto_frontier, ratio, times)
 from ._reference_run import (REFERENCE_FIRST_SUBSTEPS, REFERENCE_MAX_SUBSTEPS,
                              REFERENCE_MIN_SHRINK, REFERENCE_RESOLVED, REFERENCE_TOLERANCE,
                              SEGMENTS, reference, relative, segment_length, segmented)
@@ -68,7 +70,8 @@ __all__ = ["work_precision", "WorkPrecision", "WorkPoint", "Comparison", "compar
            "pareto_frontier", "REFERENCE_TOLERANCE", "REFERENCE_FIRST_SUBSTEPS",
            "REFERENCE_MAX_SUBSTEPS", "FLOOR_FACTOR", "PLATEAU_BELOW", "TIMING_REPEATS", "TIMING_BATCH",
            "DEFAULT_METHODS", "LONG_CALL_SECONDS", "MAX_TRAJECTORIES", "REFERENCE_MIN_SHRINK",
-           "REFERENCE_RESOLVED", "SEGMENTS", "TIMING_STEP_SECONDS", "BUDGET_SECONDS"]
+           "REFERENCE_RESOLVED", "SEGMENTS", "TIMING_STEP_SECONDS", "BUDGET_SECONDS",
+           "SPEED_TOLERANCE"]
 
 FLOOR_FACTOR = 4.0
 """A classical run within this multiple of the reference's own error is not refined."""
@@ -133,8 +136,9 @@ class WorkPrecision:
 
     @property
     def frontier_ratio(self) -> float | None:
-        """The error of the most accurate classical run at least as fast as the model over
-        the model's error (above 1: the model wins at equal cost)."""
+        """The error of the most accurate classical run at least as fast as the model
+        (within `SPEED_TOLERANCE`) over the model's error (above 1: the model wins at
+        equal cost)."""
         return self.comparison.frontier_ratio
 
     @property
@@ -289,9 +293,8 @@ def _method_points(system, method, z0, dt, horizon, judge, floor, max_refinement
 def _settled(point: WorkPoint, model: WorkPoint) -> bool:
     """Whether finer runs of `point`'s method can change neither ratio: `point` is at
     least as accurate as the model (finer runs are slower) and slower than the model
-    (finer runs are slower still, so none is of equal cost)."""
-    return (point.error_worst <= model.error_worst
-            and point.states_per_second < model.states_per_second)
+    beyond `SPEED_TOLERANCE` (finer runs are slower still, so none is of equal cost)."""
+    return point.error_worst <= model.error_worst and not as_fast(point, model)
 
 
 def _model_point(model, reference, dt: float, horizon: int, judge):
