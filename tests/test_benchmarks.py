@@ -411,6 +411,32 @@ def test_dissipation_quick(quick_runs):
     assert {t["target"].split(":")[0] for t in payload["targets"]} == {"damped pendulum", "Duffing"}
 
 
+@pytest.mark.slow
+def test_work_precision_quick(quick_runs):
+    payload, _ = _quick(quick_runs, "work_precision")
+    s, rows = payload["settings"], payload["results"]["rows"]
+    assert [r["problem"].split(",")[0] for r in rows] == [
+        "Lennard-Jones cluster", "Hénon–Heiles", "Toda lattice"]
+    toda = rows[2]
+    # the reduced model is compared with the full system's integrators, at its stride
+    assert toda["dim"] == 2 * s["toda"]["n_particles"] and toda["stride"] == s["toda"]["stride"]
+    metrics = payload["results"]["work_precision"][toda["problem"]]
+    assert metrics["model"] == "LiftedIntegrator" and metrics["system"] == "TodaLattice"
+    assert metrics["dt"] == pytest.approx(s["toda"]["dt"] * s["toda"]["stride"])
+    assert {p["method"] for p in metrics["points"]} == set(s["toda"]["methods"])
+    assert _finite(toda["model_error"]) and toda["model_rate"] > 0
+    speedup = toda["equal_error_speedup"]
+    assert speedup is None or speedup > 0
+    # the long rollout of the trained correction, and of the classical step alone
+    trained, control = payload["results"]["long"]
+    assert trained["problem"] == rows[0]["problem"] and "untrained" in control["problem"]
+    for r in (trained, control):
+        assert r["long_steps"] == s["lj"]["long_steps"] and 0 <= r["escaped"] <= r["n_long"]
+    targets = {t["target"].split(":")[0]: t for t in payload["targets"]}
+    assert set(targets) == {"Lennard-Jones", "Toda reduction"} and len(payload["targets"]) == 3
+    assert targets["Toda reduction"]["met"] is None  # quick runs mark no target
+
+
 @pytest.mark.slow  # trains a network for one epoch
 def test_dissipation_side_by_side_trains_on_the_written_arrays(tmp_path):
     import jax
