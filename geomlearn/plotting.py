@@ -246,20 +246,33 @@ def _long_horizon_panel(ax, long) -> None:
     ax.legend(loc="best", fontsize=8)
 
 
+_DIVERGED_ERROR = 1.0
+"""A relative error above this (no correct digit: the run diverged) is drawn at it, as a
+triangle, so that one diverged run does not stretch the error axis over decades."""
+
+
 def _work_precision_panel(ax, measured: dict) -> None:
     """The error at the horizon against states per second (log–log): each classical
-    method over its steps Δt/k, the model as a star, the verdict as the title."""
+    method over its steps Δt/k, the model as a star, the verdict as the title; errors
+    above `_DIVERGED_ERROR` drawn at it as triangles."""
     by_method: dict[str, list] = {}
     for point in measured["points"]:
         if not point["failed"]:
             by_method.setdefault(point["method"], []).append(point)
+    diverged = []
     for i, (method, points) in enumerate(by_method.items()):
-        ax.loglog([p["states_per_second"] for p in points], [p["error_worst"] for p in points],
-                  f"C{i % 10}.-", lw=1, ms=4, label=method)
+        speeds = [p["states_per_second"] for p in points]
+        errors = [min(p["error_worst"], _DIVERGED_ERROR) for p in points]
+        ax.loglog(speeds, errors, f"C{i % 10}.-", lw=1, ms=4, label=method)
+        diverged += [(v, f"C{i % 10}") for v, p in zip(speeds, points)
+                     if p["error_worst"] > _DIVERGED_ERROR]
+    for j, (speed, colour) in enumerate(diverged):
+        ax.loglog([speed], [_DIVERGED_ERROR], "^", color=colour, ms=7,
+                  label=f"error > {_DIVERGED_ERROR:g} (diverged)" if j == 0 else None)
     model = measured["model_point"]
     if not model["failed"]:
-        ax.loglog([model["states_per_second"]], [model["error_worst"]], "r*", ms=14,
-                  label=f"{model['method']} (the model)")
+        ax.loglog([model["states_per_second"]], [min(model["error_worst"], _DIVERGED_ERROR)],
+                  "r*", ms=14, label=f"{model['method']} (the model)")
     ax.set_xlabel("states per second")
     ax.set_ylabel(f"worst relative error at step {measured['horizon']}")
     ax.set_title("\n".join(textwrap.wrap(measured["verdict"], 60)), fontsize=8)

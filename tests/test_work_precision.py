@@ -460,3 +460,31 @@ def test_the_command_line_keeps_its_results_when_no_comparison_can_be_made(monke
     monkeypatch.setattr(_evaluations, "work_precision", failing(RuntimeError("a bug")))
     with pytest.raises(RuntimeError, match="a bug"):
         _evaluations._against_classical({}, "model", HarmonicOscillator(), "data")
+
+
+def test_the_panel_draws_a_diverged_run_at_the_cap_not_at_its_error():
+    """A classical run whose error passed _DIVERGED_ERROR is drawn at it, as a triangle,
+    and the error axis stays within a few decades; a panel without one (the negative
+    control) has no triangle and keeps every error as measured."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from geomlearn.plotting import _DIVERGED_ERROR, _work_precision_panel
+
+    model = point("M", None, 0.2, 100.0)
+
+    def drawn(points):
+        fig, ax = plt.subplots()
+        _work_precision_panel(ax, result_of(model, points).metrics)
+        ys = [y for line in ax.get_lines() for y in line.get_ydata()]
+        markers = [line.get_marker() for line in ax.get_lines()]
+        bottom, top = ax.get_ylim()
+        plt.close(fig)
+        return ys, markers, top
+
+    ys, markers, top = drawn([point("verlet", 1, 1.9e13, 200.0), point("verlet", 2, 0.17, 90.0)])
+    assert max(ys) == _DIVERGED_ERROR and "^" in markers and top < 1e3
+    ys, markers, _ = drawn([point("verlet", 2, 0.17, 90.0), point("verlet", 4, 0.05, 45.0)])
+    assert sorted(ys) == [0.05, 0.17, 0.2] and "^" not in markers
