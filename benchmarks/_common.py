@@ -435,18 +435,20 @@ def pin_cpu() -> int:
         return 0
 
 
-def run_pinned(module: str, function: str, kwargs: dict, *, timeout: float | None = None) -> dict:
+def run_pinned(module: str, function: str, kwargs: dict, *, timeout: float | None = None,
+               xla_flags: str = "") -> dict:
     """Call `module.function(**kwargs)` in a subprocess restricted to one CPU core.
 
     The subprocess runs under `taskset -c <cpu>` (when `taskset` exists; it also sets its
     own affinity with `os.sched_setaffinity`) with `XLA_FLAGS` adding
-    `--xla_cpu_multi_thread_eigen=false`, float64 enabled, and the parent's dtype/rank
-    promotion rules. The function's return value must be JSON-serialisable; it comes back
-    with the child's `machine_info()` under `"_machine"`.
+    `--xla_cpu_multi_thread_eigen=false` (and `xla_flags`), float64 enabled, and the
+    parent's dtype/rank promotion rules. The function's return value must be
+    JSON-serialisable; it comes back with the child's `machine_info()` under `"_machine"`.
     """
     cpu = pin_cpu()
     env = dict(os.environ)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + PINNED_XLA_FLAGS).strip()
+    env["XLA_FLAGS"] = " ".join(f for f in (env.get("XLA_FLAGS", ""), PINNED_XLA_FLAGS,
+                                            xla_flags) if f)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
     )

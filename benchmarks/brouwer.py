@@ -33,7 +33,12 @@ rollouts; a random walk gives $O(1)$, a bias grows like $\sqrt n$); *growth n/10
 the median over rollouts of $\max_{t \le n}|d_t| / \max_{t \le n/10}|d_t|$ ($\approx\sqrt{10}$
 for a random walk, $\approx 10$ for a trend). *Time*: a jitted rollout of all
 `n_states` states of one model (`vmap`, as `iterate` runs it) and of one state, compiled
-first (not timed), median of `repeats` calls, run in a process pinned to one core.
+first (not timed), median of `repeats` calls, run in a process pinned to one core. Also
+the time of `n_states` states with each small loop compiled as one kernel: XLA's CPU
+backend does so for a `while` loop whose body accesses at most a byte threshold (1 kB
+by default), else it runs the body as one call per operation, whose fixed cost dominates
+a step of a few states; a second pinned process raises the threshold to `kernel_bytes`
+(`XLA_FLAGS=--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=N`).
 """
 
 from __future__ import annotations
@@ -47,9 +52,10 @@ VARIANTS = ("sin/cos form", "plain", "compensated")
 DTYPES = ("float32", "float64")
 
 FULL = {"n_steps": 100_000, "n_models": 2, "n_states": 4, "n_layers": 6, "width": 2,
-        "scale": 0.3, "repeats": 5, "seed": 0}
+        "scale": 0.3, "repeats": 5, "seed": 0, "kernel_bytes": 65536}
 QUICK = {"n_steps": 2_000, "n_models": 1, "n_states": 2, "n_layers": 6, "width": 2,
-         "scale": 0.3, "repeats": 2, "seed": 0}
+         "scale": 0.3, "repeats": 2, "seed": 0, "kernel_bytes": 65536}
+KERNEL_FLAG = "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold={}"
 
 
 def _model(settings, index: int, dtype):
@@ -168,12 +174,35 @@ def _measure_dtype(settings, dtype_name: str, ctx) -> list[dict]:
     return out
 
 
+def batch_times(settings) -> dict:
+    """`{dtype: {variant: seconds}}`: the median time of each variant's rollout of the
+    `n_states` states, summed over the networks (run by `measure` in a process with the
+    loop threshold raised)."""
+    import jax.numpy as jnp
+
+    times = {d: {v: 0.0 for v in VARIANTS} for d in DTYPES}
+    for dtype_name in DTYPES:
+        for index in range(settings["n_models"]):
+            model, z0 = _model(settings, index, jnp.dtype(dtype_name))
+            for name, fn in _rollouts(model, settings["n_steps"] + 1).items():
+                C.block(fn(z0))
+                times[dtype_name][name] += C.repeat(fn, settings["repeats"], z0)["median_s"]
+    return {"times": times}
+
+
 def measure(settings, ctx) -> dict:
     C.enable_x64()
     rows = []
     for dtype_name in DTYPES:
         rows.extend(_measure_dtype(settings, dtype_name, ctx))
-    return {"rows": rows}
+    flag = KERNEL_FLAG.format(settings["kernel_bytes"])
+    kernel = C.run_pinned("benchmarks.brouwer", "batch_times", {"settings": dict(settings)},
+                          xla_flags=flag)["times"]
+    for row in rows:
+        mine = kernel[row["dtype"]]
+        row["time_kernel_s"] = mine[row["variant"]]
+        row["time_ratio_kernel"] = mine[row["variant"]] / mine["plain"]
+    return {"rows": rows, "kernel_flag": flag}
 
 
 def targets(settings, results) -> list[dict]:
@@ -189,7 +218,9 @@ def targets(settings, results) -> list[dict]:
         out.append(C.target(f"{dt}: |trend| / (ε√n), compensated", "≤ 5",
                             abs(row["trend"]), abs(row["trend"]) <= 5.0))
         for key, what in (("time_ratio_batch", f"{settings['n_states']} states"),
-                          ("time_ratio_one", "one state")):
+                          ("time_ratio_one", "one state"),
+                          ("time_ratio_kernel", f"{settings['n_states']} states, loops as "
+                                                "one kernel")):
             out.append(C.target(f"{dt}: rollout time compensated / plain, {what}", "≤ 1.3",
                                 row[key], row[key] <= 1.3, "×"))
     return out
@@ -225,7 +256,9 @@ SPEC = Benchmark(
                    Column("time_batch_s", "time, {n_states} states (s)", ".4f"),
                    Column("time_ratio_batch", "× plain", ".2f"),
                    Column("time_one_s", "time, 1 state (s)", ".4f"),
-                   Column("time_ratio_one", "× plain (1 state)", ".2f")),
+                   Column("time_ratio_one", "× plain (1 state)", ".2f"),
+                   Column("time_kernel_s", "time, {n_states} states, one kernel (s)", ".4f"),
+                   Column("time_ratio_kernel", "× plain (one kernel)", ".2f")),
                   rows="rows"),),
     targets=targets,
     notes=notes,

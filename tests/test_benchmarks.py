@@ -412,6 +412,22 @@ def test_dissipation_quick(quick_runs):
 
 
 @pytest.mark.slow
+def test_brouwer_quick(quick_runs):
+    payload, _ = _quick(quick_runs, "brouwer")
+    res, s = payload["results"], payload["settings"]
+    # the second timing ran in a process whose XLA compiles small loops as one kernel
+    assert res["kernel_flag"].endswith(f"xla_cpu_small_while_loop_byte_threshold={s['kernel_bytes']}")
+    rows = {(r["dtype"], r["variant"]): r for r in res["rows"]}
+    assert len(rows) == 6
+    for (dtype, variant), row in rows.items():
+        assert row["time_kernel_s"] > 0 and _finite(row["time_ratio_kernel"])
+        if variant == "plain":
+            assert row["time_ratio_kernel"] == 1.0
+    kinds = [t["target"] for t in payload["targets"] if "one kernel" in t["target"]]
+    assert len(kinds) == 2
+
+
+@pytest.mark.slow
 def test_work_precision_quick(quick_runs):
     payload, _ = _quick(quick_runs, "work_precision")
     s, rows = payload["settings"], payload["results"]["rows"]
