@@ -257,12 +257,11 @@ SECTIONS: dict[str, Section] = {
     "work_precision": Section(
         title="Work–precision: is a learned integrator worth it here?",
         about="`geomlearn.work_precision` against the classical integrators at `h = Δt/k` "
-        "(only explicit ones on the large systems), compiled JAX on one CPU: a "
-        "`CorrectedIntegrator` (Störmer–Verlet between two identity-start G-SympNets) on "
-        "`LennardJonesCluster(32, spatial_dim=2)` at a stride of 8 (the expensive force; "
-        "long rollouts from held-out states, trained and untrained) and on Hénon–Heiles (a "
-        "cheap force); a `LiftedIntegrator` of `TodaLattice(200)` (2 coordinates, 8 steps "
-        "per application) against the full system.",
+        "(explicit only, on the large systems), compiled JAX on one CPU. "
+        "`CorrectedIntegrator`s (Störmer–Verlet, identity-start corrections): on "
+        "`LennardJonesCluster(32, spatial_dim=2)` at a stride of 8 a `PairSympNet` after the "
+        "step (Adam; long rollouts, trained and untrained), on Hénon–Heiles G-SympNets "
+        "around it (LM). A `LiftedIntegrator` of `TodaLattice(200)` against the full system.",
         target="Target: on the Lennard-Jones cluster `frontier_ratio ≥ 1` and no escape; "
         "for the Toda reduction `equal_error_speedup ≥ 100`.",
         figures=("work_precision.png",),
