@@ -70,7 +70,7 @@ def pareto_frontier(points) -> tuple[WorkPoint, ...]:
 
 
 def as_fast(point: WorkPoint, model: WorkPoint) -> bool:
-    """Whether `point` is at least as fast as `model` within `SPEED_TOLERANCE`: its
+    r"""Whether `point` is at least as fast as `model` within `SPEED_TOLERANCE`: its
     throughput $v \ge v_m / (1 + $ `SPEED_TOLERANCE`$)$."""
     return point.states_per_second * (1.0 + SPEED_TOLERANCE) >= model.states_per_second
 
@@ -78,9 +78,8 @@ def as_fast(point: WorkPoint, model: WorkPoint) -> bool:
 class Comparison(NamedTuple):
     """What `compare` finds: the two ratios and the classical runs behind them
     (`equal_cost`: the most accurate run at least as fast as the model, `as_fast`;
-    `equal_error`:
-    the fastest run at least as accurate; `fastest`: the fastest run), each `None` where
-    there is none."""
+    `equal_error`: the fastest run at least as accurate; `fastest`: the fastest run),
+    each `None` where there is none."""
 
     frontier_ratio: float | None
     equal_error_speedup: float | None
