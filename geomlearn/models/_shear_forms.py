@@ -14,7 +14,7 @@ size**: `broadcast_contractions(batch, w, n)` (the rollout's batch is the task's
 
 The forms also do the parameter-only work once: the symmetric matrices of the linear
 shears are gathered when the form is built, and a Hénon net's stacked layers are
-unrolled with the gradient of each potential written out,
+scanned with the gradient of each potential written out,
 $\nabla V(y) = K^\top\big(a \odot \sigma'(Ky + b)\big)$, instead of `jax.grad` inside a
 nested scan. Every form is the same composition of symplectic shears as its model (and
 the same symmetrised composition when the model is `symmetric`).
@@ -152,9 +152,11 @@ class GradientShearsForm(_AbstractShearForm):
 
 
 class HenonForm(_AbstractShearForm):
-    r"""The inference form of a `HenonNet`: the stacked layers unrolled, each four
-    iterations of $(x, y) \mapsto (y + \eta, -x + h\nabla V(y))$ with $\nabla V$ written
-    out."""
+    r"""The inference form of a `HenonNet`: one `lax.scan` over the stacked layers, each
+    four iterations of $(x, y) \mapsto (y + \eta, -x + h\nabla V(y))$ with $\nabla V$
+    written out. A scan rather than the layers unrolled: its loop body is one layer, a
+    program a few times smaller (see "Rollout of small symplectic networks" in
+    `benchmarks/RESULTS.md`)."""
 
     K: Array
     a: Array
@@ -167,29 +169,31 @@ class HenonForm(_AbstractShearForm):
     def _contraction(self):
         return self.K.shape[1:]
 
-    def _grad_potential(self, i: int, dtype, broadcast: bool):
-        K, a, b = (x[i].astype(dtype) for x in (self.K, self.a, self.b))
-        return lambda y: rmatvec(K, a * _derivative(self.activation, matvec(K, y, broadcast) + b),
-                                 broadcast)
+    def _scan(self, z, h, broadcast: bool, reverse: bool):
+        n, dtype = self.dim // 2, z.dtype
+
+        def grad_v(K, a, b, y):
+            return rmatvec(K, a * _derivative(self.activation, matvec(K, y, broadcast) + b), broadcast)
+
+        def layer(xy, params):
+            (x, y), (K, a, b, shift) = xy, params
+            for _ in range(4):
+                if reverse:
+                    y_prev = x - shift
+                    x, y = scale_by_step(grad_v(K, a, b, y_prev), h) - y, y_prev
+                else:
+                    x, y = y + shift, scale_by_step(grad_v(K, a, b, y), h) - x
+            return (x, y), None
+
+        params = tuple(p.astype(dtype) for p in (self.K, self.a, self.b, self.eta))
+        (x, y), _ = jax.lax.scan(layer, (z[:n], z[n:]), params, reverse=reverse)
+        return jnp.concatenate([x, y])
 
     def _forward(self, z, h, broadcast):
-        n = self.dim // 2
-        x, y = z[:n], z[n:]
-        for i in range(self.K.shape[0]):
-            grad_v, shift = self._grad_potential(i, z.dtype, broadcast), self.eta[i].astype(z.dtype)
-            for _ in range(4):
-                x, y = y + shift, scale_by_step(grad_v(y), h) - x
-        return jnp.concatenate([x, y])
+        return self._scan(z, h, broadcast, False)
 
     def _backward(self, z, h, broadcast):
-        n = self.dim // 2
-        x, y = z[:n], z[n:]
-        for i in reversed(range(self.K.shape[0])):
-            grad_v, shift = self._grad_potential(i, z.dtype, broadcast), self.eta[i].astype(z.dtype)
-            for _ in range(4):
-                y_prev = x - shift
-                x, y = scale_by_step(grad_v(y_prev), h) - y, y_prev
-        return jnp.concatenate([x, y])
+        return self._scan(z, h, broadcast, True)
 
 
 class LinearActivationForm(_AbstractShearForm):
