@@ -257,13 +257,12 @@ SECTIONS: dict[str, Section] = {
     "work_precision": Section(
         title="Work–precision: is a learned integrator worth it here?",
         about="`geomlearn.work_precision` against the classical integrators at `h = Δt/k` "
-        "(explicit only, on the large systems), compiled JAX on one CPU. "
-        "`CorrectedIntegrator`s (Störmer–Verlet, identity-start corrections): on "
-        "`LennardJonesCluster(32, spatial_dim=2)` at a stride of 8 a `PairSympNet` after the "
-        "step (Adam; long rollouts, trained and untrained), on Hénon–Heiles G-SympNets "
-        "around it (LM). A `LiftedIntegrator` of `TodaLattice(200)` against the full system.",
-        target="Target: on the Lennard-Jones cluster `frontier_ratio ≥ 1` and no escape; "
-        "for the Toda reduction `equal_error_speedup ≥ 100`.",
+        "(explicit only, on the large systems), compiled JAX on one CPU. Störmer–Verlet "
+        "with identity-start corrections: on `LennardJonesCluster(32, spatial_dim=2)` at a "
+        "stride of 8 a `PairSympNet` after it (Adam; long rollouts, trained and untrained), "
+        "on Hénon–Heiles G-SympNets around it (LM). A reduced `TodaLattice(200)` against the full one.",
+        target="Target: on the Lennard-Jones cluster `frontier_ratio ≥ 1`, no escape, an "
+        "energy without trend; for the Toda reduction `equal_error_speedup ≥ 100`.",
         figures=("work_precision.png",),
     ),
     "data_driven_peers": Section(

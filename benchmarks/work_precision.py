@@ -247,6 +247,23 @@ def measure(settings, ctx):
             "figure": figure.name if drawn else None}
 
 
+def _secular_share(row) -> float | None:
+    """The energy's secular change over a long rollout, |trend| × strides (the trend is
+    per `TREND_STEPS` strides), as a share of its largest drift: near 0 for an energy
+    that oscillates about its start, near 1 for one that ramps away from it."""
+    from geomlearn.evaluation import TREND_STEPS
+
+    trend, drift = row["energy_trend"], row["energy_max_drift"]
+    if trend is None or not drift:
+        return None
+    return abs(trend) * row["long_steps"] / TREND_STEPS / drift
+
+
+def _control_note(lj) -> str:
+    share = _secular_share(lj["control"])
+    return "" if share is None else f"untrained control: {share:.2g}"
+
+
 def _targets(settings, results):
     from . import _common as C
 
@@ -254,11 +271,15 @@ def _targets(settings, results):
     ratio = lj["frontier_ratio"]
     toda = next((r for r in results["rows"] if r["problem"].startswith("Toda")), None)
     speedup = None if toda is None else toda["equal_error_speedup"]
+    secular = _secular_share(lj)
     return [
         C.target("Lennard-Jones: frontier_ratio (model more accurate at equal cost)", "≥ 1",
                  ratio, ratio is not None and ratio >= 1, "×"),
         C.target(f"Lennard-Jones: escapes from {lj['n_long']} held-out states over "
                  f"{lj['long_steps']} strides", "0", lj["escaped"], lj["escaped"] == 0),
+        C.target("Lennard-Jones: energy without trend (secular change over the rollout / its "
+                 "max drift)", "≤ 0.5", secular, secular is not None and secular <= 0.5,
+                 note=_control_note(lj)),
         C.target("Toda reduction: equal_error_speedup against the full system's classical "
                  "integrators", "≥ 100", speedup, speedup is not None and speedup >= 100, "×"),
     ]

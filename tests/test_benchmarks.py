@@ -180,6 +180,19 @@ def test_command_line_and_tables():
     assert md.splitlines()[2] == "| x\\|y | 2.00 | met |"  # a "|" in a cell is escaped
 
 
+
+def test_the_secular_share_of_an_energy_drift():
+    from benchmarks.work_precision import _secular_share
+
+    # a trend of 1e-4 per 10^4 strides over 10^5 strides is a change of 1e-3
+    ramp = {"energy_trend": -1e-4, "energy_max_drift": 1e-3, "long_steps": 100_000}
+    assert _secular_share(ramp) == pytest.approx(1.0)
+    assert _secular_share({**ramp, "energy_max_drift": 4e-3}) == pytest.approx(0.25)
+    assert _secular_share({**ramp, "long_steps": 10_000}) == pytest.approx(0.1)
+    assert _secular_share({**ramp, "energy_trend": None}) is None
+    assert _secular_share({**ramp, "energy_max_drift": 0.0}) is None
+
+
 # ----------------------------------------------------------------------------- quick runs
 
 # Each quick run is the command a user types, `python -m benchmarks NAME --quick --out DIR`,
@@ -449,7 +462,7 @@ def test_work_precision_quick(quick_runs):
     for r in (trained, control):
         assert r["long_steps"] == s["lj"]["long_steps"] and 0 <= r["escaped"] <= r["n_long"]
     targets = {t["target"].split(":")[0]: t for t in payload["targets"]}
-    assert set(targets) == {"Lennard-Jones", "Toda reduction"} and len(payload["targets"]) == 3
+    assert set(targets) == {"Lennard-Jones", "Toda reduction"} and len(payload["targets"]) == 4
     assert targets["Toda reduction"]["met"] is None  # quick runs mark no target
 
 
