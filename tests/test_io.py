@@ -5,7 +5,6 @@ import hashlib
 import inspect
 import io
 import json
-import os
 import pathlib
 import struct
 from typing import ClassVar
