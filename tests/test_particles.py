@@ -11,7 +11,8 @@ import pytest
 
 from geomlearn import datasets
 from geomlearn.integrators import integrate
-from geomlearn.systems import LennardJonesCluster
+from geomlearn.symmetries import Particles
+from geomlearn.systems import LennardJonesCluster, TodaLattice
 
 
 def rhs_lennard_jones(z, n, k, epsilon=1.0, sigma=1.0, mass=1.0):
@@ -104,6 +105,26 @@ def test_energy_is_invariant_under_translations_and_rotations(k):
     # negative control: stretching one axis changes it
     stretched = np.concatenate([(x * np.r_[1.05, np.ones(k - 1)]).ravel(), p.ravel()])
     assert abs(H(stretched) - H(z)) > 1e-3 * abs(H(z))
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_the_declared_group_keeps_the_energy(k):
+    """`group` is `Particles(N, k)`, and its whole action — relabelling, orthogonal map
+    and shift together — keeps H; a chain declares none, and relabelling changes its H."""
+    system = LennardJonesCluster(7, spatial_dim=k)
+    assert system.group == Particles(7, k)
+    z = system.default_initial_conditions(jnp.float64)[1]
+    rng = np.random.default_rng(1)
+    rotation, _ = np.linalg.qr(rng.normal(size=(k, k)))
+    g = (jnp.asarray(rotation), jnp.asarray(rng.normal(size=k)), jnp.asarray(rng.permutation(7)))
+    moved = system.group.act(z, g)
+    assert float(jnp.max(jnp.abs(moved - z))) > 0.1
+    assert float(system.hamiltonian(moved)) == pytest.approx(float(system.hamiltonian(z)), rel=1e-13)
+    chain = TodaLattice(7)
+    assert chain.group is None
+    y = jnp.asarray(0.5 * rng.normal(size=chain.dim))
+    swapped = Particles(7, 1).act(y, (None, None, jnp.asarray([1, 0, 2, 3, 4, 5, 6])))
+    assert abs(float(chain.hamiltonian(swapped) - chain.hamiltonian(y))) > 1e-6
 
 
 @pytest.mark.parametrize("k, names", [

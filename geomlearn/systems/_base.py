@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from .._typing import Array, Float, Point, Scalar
+from ..symmetries import AbstractSymmetry
 
 
 class AbstractSystem(eqx.Module):
@@ -30,6 +31,9 @@ class AbstractSystem(eqx.Module):
     - `particle_dimension`: `0`, or $k$ when the positions are particles in $k$
       dimensions under forces of their differences (the cluster drifts with its total
       momentum; long horizons measure escapes in its centre-of-mass frame);
+    - `group`: `None`, or a symmetry of `geomlearn.symmetries` that $H$ is invariant
+      under by construction (identical particles: `Particles(N, k)`), for tools that
+      choose a network keeping it;
     - `invariant_methods`: the conserved quantities as `(name, method)` pairs; the
       energy `("energy", "hamiltonian")` unless the system dissipates it;
     - `vector_field(z)`, `hamiltonian(z)` and `default_initial_conditions(dtype)`, a
@@ -46,6 +50,7 @@ class AbstractSystem(eqx.Module):
     driven: ClassVar[bool] = False
     labels: ClassVar[tuple[str, ...]] = ()
     particle_dimension: ClassVar[int] = 0
+    group: ClassVar[AbstractSymmetry | None] = None
     invariant_methods: ClassVar[tuple[tuple[str, str], ...]] = (("energy", "hamiltonian"),)
 
     @abc.abstractmethod

@@ -16,6 +16,7 @@ import numpy as np
 
 from .._typing import Array, Float, Point, Scalar
 from .._validation import check_int
+from ..symmetries import Particles
 from ._base import AbstractSeparableSystem
 from ._parameters import check_positive, check_real, initial_conditions
 
@@ -72,7 +73,9 @@ class LennardJonesCluster(AbstractSeparableSystem):
     forces depend on differences only, so besides the energy the total momentum is
     conserved (`"momentum_x"`, `"momentum_y"`, and `"momentum_z"` in 3-D) and so is the
     angular momentum $\sum_i x_i \times p_i$ (`"angular_momentum"` in 2-D; its
-    components `"angular_momentum_x"`, `…_y`, `…_z` in 3-D). `particle_dimension` is $k$.
+    components `"angular_momentum_x"`, `…_y`, `…_z` in 3-D). `particle_dimension` is $k$;
+    `group` is `Particles(N, k)`: $H$ is invariant under translations, orthogonal maps
+    and relabellings of the particles.
 
     **Arguments:** `n_particles` $N \ge 2$ (default `13`: in 3-D a site and its twelve
     neighbours), `spatial_dim` $k \in \{2, 3\}$ (default `3`), and the well depth
@@ -108,6 +111,10 @@ class LennardJonesCluster(AbstractSeparableSystem):
     @property
     def particle_dimension(self) -> int:  # type: ignore[override]
         return self.spatial_dim
+
+    @property
+    def group(self) -> Particles:  # type: ignore[override]
+        return Particles(self.n_particles, self.spatial_dim)
 
     @property
     def labels(self) -> tuple[str, ...]:  # type: ignore[override]
