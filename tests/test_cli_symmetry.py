@@ -185,6 +185,45 @@ def test_pair_sympnet_is_built_for_the_particles_of_the_system():
         spec.build_for(gl.systems.Pendulum(), key=jax.random.PRNGKey(0), model_options=small)
 
 
+def test_corrected_on_identical_particles_is_corrected_by_pair_sympnets(rng, tmp_path):
+    """`corrected` on a system of identical particles (its `group` a `Particles`) gets a
+    `PairSympNet` correction after the step (`placement=` still chooses) and keeps the
+    group, so a step with any parameters
+    conserves the total and the angular momentum; with `--symmetry` or on another system
+    it gets `GSympNet`s, which do not."""
+    from _helpers import randomize
+
+    spec = cli.MODELS["corrected"]
+    cluster = gl.systems.LennardJonesCluster(4, spatial_dim=2)
+    model, _ = spec.build_for(cluster, key=jax.random.PRNGKey(0))
+    assert (model.placement, model.before, type(model.after)) == ("after", None, gl.PairSympNet)
+    assert (model.after.n_particles, model.after.spatial_dim) == (4, 2)
+    around, _ = spec.build_for(cluster, key=jax.random.PRNGKey(0),
+                               model_options={"placement": "around"})
+    assert type(around.before) is type(around.after) is gl.PairSympNet
+    assert model.group == cluster.group == gl.symmetries.Particles(4, 2)
+    z = cluster.default_initial_conditions(jnp.float64)[0]
+    momenta = cluster.group.momentum_map
+
+    def change(m):  # of the momentum map over one step, relative to its terms
+        m = randomize(m, rng, scale=0.3)
+        return float(jnp.max(jnp.abs(momenta(m(z, 0.01)) - momenta(z))) / jnp.max(jnp.abs(z)))
+
+    assert change(model) < 1e-13 and change(around) < 1e-13
+    gl.save(tmp_path / "model.geomlearn", model)
+    loaded = gl.load(tmp_path / "model.geomlearn")
+    assert type(loaded.after) is gl.PairSympNet and loaded.group == model.group
+    # negative control: a G-SympNet correction (as `--symmetry` or another system gets)
+    # moves the momenta
+    plain = gl.CorrectedIntegrator(cluster, gl.GSympNet(cluster.dim, n_layers=1, width=4,
+                                                        identity_init=True, key=jax.random.PRNGKey(1)))
+    assert change(plain) > 1e-6
+    kepler, _ = spec.build_for(gl.systems.Kepler(), key=jax.random.PRNGKey(0))
+    assert type(kepler.before) is gl.GSympNet and kepler.group is None
+    chosen, _ = spec.build_for(cluster, key=jax.random.PRNGKey(0), symmetry="translation:0,1/2")
+    assert type(chosen.before) is gl.GSympNet and chosen.symmetry == "translation:0,1/2"
+
+
 def test_pair_sympnet_on_a_system_without_particles_is_one_line_exit_2(tmp_path, monkeypatch,
                                                                       capsys):
     monkeypatch.chdir(tmp_path)

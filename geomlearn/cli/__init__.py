@@ -57,12 +57,12 @@ from ._evaluations import (
     IntegratorEvaluation,
     ReductionEvaluation,
 )
+from ._classical_step import ClassicalStep
 from ._main import main
 from ._options import TrainOptions
 from ._plans import (
     AbstractArguments,
     AbstractPlan,
-    ClassicalStep,
     DegreesOfFreedom,
     ForcingWhenOdd,
     IntegratorPlan,

@@ -21,13 +21,13 @@ import jax.numpy as jnp
 import optax
 
 from ..manifolds import riemannian_adam
-from ..models import GSympNet, Snapshots, StepResiduals
+from ..models import Snapshots, StepResiduals
 from ..reduction import initialize_from_psd
 from ..training import KeepBest, fit, fit_position_last, trains_position_last
 from ._policy import AbstractPolicy
 from ._trainer_choice import budget_text, choose_trainer
 
-__all__ = ["AbstractArguments", "StateDimension", "DegreesOfFreedom", "ForcingWhenOdd", "ClassicalStep",
+__all__ = ["AbstractArguments", "StateDimension", "DegreesOfFreedom", "ForcingWhenOdd",
            "LatentStride", "AbstractPlan", "IntegratorPlan", "ReductionPlan", "LiftPlan"]
 
 
@@ -88,23 +88,6 @@ class LatentStride(AbstractArguments):
         if reduced_dim > 2 and "stride" not in overrides:
             overrides = {**overrides, "stride": self.above_2}
         return cls(dim, **{**defaults, **overrides}, key=key)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ClassicalStep(AbstractArguments):
-    """`cls(system, correction, ...)` of a corrected integrator: the classical step of
-    the `system` it is built for, between corrections that start as the identity, each a
-    `GSympNet(dim, n_layers, width, identity_init=True)`; the spec's defaults and
-    `--model-option` set the placement, the method and the substeps."""
-
-    holds_system: ClassVar[bool] = True
-    n_layers: int = 2
-    width: int = 16
-
-    def build(self, cls, dim, *, defaults, overrides, key, system=None):
-        correction = GSympNet(dim, n_layers=self.n_layers, width=self.width,
-                              identity_init=True, symmetry=overrides.get("symmetry"), key=key)
-        return cls(system, correction, **{**defaults, **overrides})
 
 
 # ---------------------------------------------------------------------------- plans

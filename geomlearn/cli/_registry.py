@@ -24,7 +24,6 @@ from ._compatibility import (
 )
 from ._evaluations import DissipativeEvaluation, ReductionEvaluation
 from ._plans import (
-    ClassicalStep,
     DegreesOfFreedom,
     ForcingWhenOdd,
     IntegratorPlan,
@@ -32,6 +31,7 @@ from ._plans import (
     LiftPlan,
     ReductionPlan,
 )
+from ._classical_step import ClassicalStep
 from ._particle_layout import ParticleLayout
 from ._specs import ModelSpec
 
