@@ -228,6 +228,19 @@ def test_a_reference_that_stops_converging_is_cut_to_the_steps_it_resolves(monke
     assert ref.error <= rr.REFERENCE_RESOLVED < agreement(rate, 2, ref.horizon + 1)
 
 
+def test_runs_beyond_their_stability_limit_do_not_end_the_refinement(monkeypatch):
+    """At a long stride the first runs are beyond the method's stability limit and agree
+    with each other by chance, not at its order; the refinement goes on until the runs
+    agree on the first step, then converges as usual (the horizon kept). Control: the
+    plateau of the test above, whose runs agree on the first step, ends it at once."""
+    rate = lambda s: {1: 3e-3, 2: -3e-3}.get(s, 1e-5 / s**6)  # noqa: E731
+    monkeypatch.setattr(rr, "integrate", growth_integrate(rate))
+    ref = rr.reference(HarmonicOscillator(), np.ones((2, 2)), DT, 100, np.ones(2), None)
+    assert agreement(rate, 2, 1) > rr.REFERENCE_RESOLVED  # would have ended it at s = 4
+    assert ref.horizon == 100 and ref.cut is None and ref.substeps >= 8
+    assert agreement(rate, ref.substeps // 2, 100) <= rr.REFERENCE_TOLERANCE
+
+
 def test_a_time_budget_cuts_the_horizon_at_a_segment_end():
     """With a budget the reference's first run cannot keep (1 µs), the horizon is its
     second segment end (the first call, which compiles, is not counted), and the

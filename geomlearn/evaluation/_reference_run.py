@@ -14,7 +14,9 @@ reached (times here leave the compilation out). Successive runs $r^{(s/2)}, r^{(
 $t$ to $a_s(t) = \max_i \|r^{i,(s)}_t - r^{i,(s/2)}_t\|_\tau / \|r^{i,(s)}_t\|_\tau$; the
 refinement ends when $a_s(N_b) \le$ `REFERENCE_TOLERANCE`, or $a_s(N_b) > a_{s/2}(N_b) /
 $ `REFERENCE_MIN_SHRINK` (the agreement no longer falls at the method's order: round-off,
-or chaos amplifying it), or $2s$ would pass `REFERENCE_MAX_SUBSTEPS`, or the next run
+or chaos amplifying it) once $a_s(1) \le$ `REFERENCE_RESOLVED` (before, a run at a step
+beyond its stability limit, as a long stride asks, agrees with the next by chance), or
+$2s$ would pass `REFERENCE_MAX_SUBSTEPS`, or the next run
 (twice the last one's time) would end after $b/2$ seconds (at least two runs are made). Where $a_s(N_b) >$
 `REFERENCE_RESOLVED` the reference does not resolve $N_b$: the horizon becomes the last
 step $N_r$ up to which $a_s(t) \le$ `REFERENCE_RESOLVED` at every step. The reference's
@@ -155,7 +157,10 @@ def reference(system, z0, dt: float, horizon: int, weights, budget: float | None
         spent += seconds
         curve = np.max(relative(states, finer, weights), axis=0)
         previous, agreement, states, s = agreement, float(curve[-1]), finer, s2
-        if agreement <= REFERENCE_TOLERANCE or agreement > previous / REFERENCE_MIN_SHRINK:
+        # until the runs agree on the first step, one of them is beyond its stability
+        # limit or far from its order, so a lack of shrinking says nothing yet
+        settled = curve[min(1, curve.size - 1)] <= REFERENCE_RESOLVED
+        if agreement <= REFERENCE_TOLERANCE or (settled and agreement > previous / REFERENCE_MIN_SHRINK):
             break
     if curve is None:
         raise IntegrationError(f"the reference ({method.name}) could not be refined beyond {s} "
