@@ -3,6 +3,7 @@ data's dimension before anything is written, recorded in run.json, listed by
 `geomlearn list`; a trained model keeps its momentum map (slow tier)."""
 
 import json
+import math
 
 import jax
 import jax.numpy as jnp
@@ -222,6 +223,31 @@ def test_corrected_on_identical_particles_is_corrected_by_pair_sympnets(rng, tmp
     assert type(kepler.before) is gl.GSympNet and kepler.group is None
     chosen, _ = spec.build_for(cluster, key=jax.random.PRNGKey(0), symmetry="translation:0,1/2")
     assert type(chosen.before) is gl.GSympNet and chosen.symmetry == "translation:0,1/2"
+
+
+def test_corrected_takes_the_substeps_that_keep_its_classical_step_stable():
+    """At a data step beyond Verlet's stability limit the spec takes the fewest substeps
+    with h·ω_max ≤ STABLE_STEP at the data's states; at a small step, or with
+    `--model-option substeps=`, it keeps what was built."""
+    from geomlearn.cli._classical_step import STABLE_STEP
+    from geomlearn.cli._frequency import frequency_states
+
+    spec = cli.MODELS["corrected"]
+    cluster = gl.systems.LennardJonesCluster(4, spatial_dim=2)
+    model, _ = spec.build_for(cluster, key=jax.random.PRNGKey(0))
+    states = cluster.default_initial_conditions(jnp.float64)[:, None, :]
+    omega = gl.integrators.fastest_frequency(cluster, states[:, 0])
+    for dt, expected in ((0.1 / omega, 1), (3.5 / omega, 4)):
+        data = gl.TrajectoryData(jnp.concatenate([states, states], axis=1), dt)
+        assert frequency_states(data).shape == (8, cluster.dim)
+        fitted = spec.sizing.for_data(model, data, {})
+        assert fitted.substeps == expected == math.ceil(dt * omega / STABLE_STEP)
+        assert fitted.before is model.before and fitted.after is model.after
+        assert spec.sizing.for_data(model, data, {"substeps": 1}).substeps == 1
+    kepler, _ = spec.build_for(gl.systems.Kepler(), key=jax.random.PRNGKey(0))
+    z = gl.systems.Kepler().default_initial_conditions(jnp.float64)[:, None, :]
+    slow = gl.TrajectoryData(jnp.concatenate([z, z], axis=1), 0.01)
+    assert spec.sizing.for_data(kepler, slow, {}).substeps == 1
 
 
 def test_pair_sympnet_on_a_system_without_particles_is_one_line_exit_2(tmp_path, monkeypatch,

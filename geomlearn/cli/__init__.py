@@ -57,12 +57,14 @@ from ._evaluations import (
     IntegratorEvaluation,
     ReductionEvaluation,
 )
-from ._classical_step import ClassicalStep
+from ._classical_step import ClassicalStep, StableSubsteps
 from ._main import main
 from ._options import TrainOptions
 from ._plans import (
     AbstractArguments,
     AbstractPlan,
+    AbstractSizing,
+    AsBuilt,
     DegreesOfFreedom,
     ForcingWhenOdd,
     IntegratorPlan,
@@ -99,6 +101,9 @@ __all__ = [
     "DegreesOfFreedom",
     "ForcingWhenOdd",
     "ClassicalStep",
+    "StableSubsteps",
+    "AbstractSizing",
+    "AsBuilt",
     "LatentStride",
     "AbstractPlan",
     "IntegratorPlan",

@@ -103,7 +103,8 @@ def _prepare(spec, model, train_data, fit_options, options: TrainOptions):
     training samples, and the minibatch size (all samples up to 512, else 256)."""
     x, _, task = user(model.training_samples, train_data, user(model.task, **fit_options))
     n_samples = int(x.shape[0])
-    model = user(spec.prepare, model, task, x[0], train_data)  # e.g. a model that cannot be iterated
+    model = user(spec.prepare, model, task, x[0], train_data,  # e.g. a model that cannot be iterated
+                 options.model_options)
     if getattr(model, "dt", False) is None and task.dt is not None:  # stored in its file
         model = model.with_dt(task.dt)
     if n_samples < 1:

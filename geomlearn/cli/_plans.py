@@ -27,7 +27,7 @@ from ..training import KeepBest, fit, fit_position_last, trains_position_last
 from ._policy import AbstractPolicy
 from ._trainer_choice import budget_text, choose_trainer
 
-__all__ = ["AbstractArguments", "StateDimension", "DegreesOfFreedom", "ForcingWhenOdd",
+__all__ = ["AbstractArguments", "AbstractSizing", "AsBuilt", "StateDimension", "DegreesOfFreedom", "ForcingWhenOdd",
            "LatentStride", "AbstractPlan", "IntegratorPlan", "ReductionPlan", "LiftPlan"]
 
 
@@ -88,6 +88,23 @@ class LatentStride(AbstractArguments):
         if reduced_dim > 2 and "stride" not in overrides:
             overrides = {**overrides, "stride": self.above_2}
         return cls(dim, **{**defaults, **overrides}, key=key)
+
+
+class AbstractSizing(AbstractPolicy):
+    """How a built model is sized by its training data, before it is prepared."""
+
+    @abc.abstractmethod
+    def for_data(self, model, data, overrides: dict):
+        """The built `model` for its training `data` (a `TrajectoryData`); `overrides`
+        are the caller's constructor arguments (`--model-option`), which a sizing keeps."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AsBuilt(AbstractSizing):
+    """The model as built, whatever the data."""
+
+    def for_data(self, model, data, overrides):
+        return model
 
 
 # ---------------------------------------------------------------------------- plans

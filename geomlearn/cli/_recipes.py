@@ -37,6 +37,7 @@ from ..datasets import (
 from .._format import fmt
 from .._validation import check_int
 from ..integrators import GaussLegendre6, fastest_frequency
+from ._frequency import frequency_states
 from ._own_data import DataFile
 from ._system_names import SYSTEMS
 
@@ -266,10 +267,6 @@ def for_system(name: str, system, *, n_trajectories: int | None = None, seed: in
     return data, data, f"{source}: 1 trajectory, trained and evaluated on it"
 
 
-#: The most data states the fastest linearised frequency is taken over (evenly spaced).
-_FREQUENCY_STATES = 256
-
-
 def stride_report(stride: int, system, data) -> tuple[dict, list[tuple[str, str]]]:
     r"""`(entries, rows)`: the stride, the fastest linearised frequency at the data and
     Störmer–Verlet's stability limit $2/\omega_{\max}$ (`fastest_frequency`; `None`
@@ -279,9 +276,7 @@ def stride_report(stride: int, system, data) -> tuple[dict, list[tuple[str, str]
     if system is None:
         return entries, []
     row = f"{stride} × {fmt(data.dt / stride)} = Δt {fmt(data.dt)}"
-    states = np.concatenate([np.asarray(z) for z in data.trajectories])  # ragged too
-    states = states[np.unique(np.linspace(0, len(states) - 1, _FREQUENCY_STATES).round()
-                              .astype(int))]
+    states = frequency_states(data)
     try:
         omega = fastest_frequency(system, states)
     except ValueError:  # not canonical and separable: no limit to report

@@ -31,7 +31,7 @@ from ._plans import (
     LiftPlan,
     ReductionPlan,
 )
-from ._classical_step import ClassicalStep
+from ._classical_step import ClassicalStep, StableSubsteps
 from ._particle_layout import ParticleLayout
 from ._specs import ModelSpec
 
@@ -112,7 +112,7 @@ for _spec in (
     # Störmer–Verlet of the known system between two G-SympNets that start as the identity
     ModelSpec(name="corrected", cls=models.CorrectedIntegrator,
               defaults={"placement": "around", "substeps": 1}, compatibility=KnownSeparable(),
-              arguments=ClassicalStep()),
+              arguments=ClassicalStep(), sizing=StableSubsteps()),
     ModelSpec(name="conformal-sympnet", cls=models.ConformalSympNet,
               defaults={"n_layers": 4, "width": 16}, compatibility=EvenDimensional(),
               plan=IntegratorPlan(step_from_data=True), evaluation=DissipativeEvaluation()),

@@ -18,7 +18,8 @@ from typing import Any, final
 from ..symmetries import resolve_symmetry
 from ._compatibility import AbstractCompatibility, Unconstrained
 from ._evaluations import AbstractEvaluation, IntegratorEvaluation
-from ._plans import AbstractArguments, AbstractPlan, IntegratorPlan, StateDimension
+from ._plans import (AbstractArguments, AbstractPlan, AbstractSizing, AsBuilt, IntegratorPlan,
+                     StateDimension)
 
 __all__ = ["ModelSpec"]
 
@@ -40,6 +41,7 @@ class ModelSpec:
       constructor arguments besides the dimension and `key`.
     - `compatibility`: which systems it trains on (default `Unconstrained()`).
     - `arguments`: how it is built for a dimension (default `StateDimension()`).
+    - `sizing`: how the built model is sized by its training data (default `AsBuilt()`).
     - `plan`: how it is prepared, given a trainer and fitted (default `IntegratorPlan()`).
     - `evaluation`: how it is evaluated, reported and checked (default
       `IntegratorEvaluation()`).
@@ -57,14 +59,15 @@ class ModelSpec:
     defaults: dict[str, Any]
     compatibility: AbstractCompatibility = Unconstrained()
     arguments: AbstractArguments = StateDimension()
+    sizing: AbstractSizing = AsBuilt()
     plan: AbstractPlan = IntegratorPlan()
     evaluation: AbstractEvaluation = IntegratorEvaluation()
     windows: bool = False
     sizes_above: tuple[int, dict[str, Any]] | None = None
 
     def __init_subclass__(cls, **kwargs):
-        raise TypeError("ModelSpec is final: pass policies (compatibility, arguments, plan, "
-                        "evaluation) instead of subclassing it")
+        raise TypeError("ModelSpec is final: pass policies (compatibility, arguments, sizing, "
+                        "plan, evaluation) instead of subclassing it")
 
     @property
     def structure(self) -> str:
@@ -147,8 +150,10 @@ class ModelSpec:
             return f"{self.cls.__name__} with {n_heads} heads needs dim divisible by {n_heads}"
         return None
 
-    def prepare(self, model, task, sample, data):
-        """`plan.prepare`: the model to train on `data`."""
+    def prepare(self, model, task, sample, data, overrides=None):
+        """`sizing.for_data`, then `plan.prepare`: the model to train on `data`
+        (`overrides`: the caller's constructor arguments, `--model-option`)."""
+        model = self.sizing.for_data(model, data, dict(overrides or {}))
         return self.plan.prepare(model, task, sample, data)
 
     def trainer(self, model, n_samples: int, **options):

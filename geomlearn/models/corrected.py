@@ -333,6 +333,12 @@ class CorrectedIntegrator(AbstractPointModel):
         object.__setattr__(new, "dt", check_stored_dt(dt))  # a static field: not a leaf
         return new
 
+    def with_substeps(self, substeps: int) -> CorrectedIntegrator:
+        """A copy taking `substeps` classical steps per model step (`≥ 1`)."""
+        new = copy.copy(self)
+        object.__setattr__(new, "substeps", check_int("substeps", substeps, minimum=1))
+        return new
+
     @property
     def correction(self) -> AbstractFeedForwardIntegrator:
         """The first correction (`before`, else `after`): what the model is rebuilt from."""
