@@ -27,8 +27,9 @@ from ..training import KeepBest, fit, fit_position_last, trains_position_last
 from ._policy import AbstractPolicy
 from ._trainer_choice import budget_text, choose_trainer
 
-__all__ = ["AbstractArguments", "AbstractSizing", "AsBuilt", "StateDimension", "DegreesOfFreedom", "ForcingWhenOdd",
-           "LatentStride", "AbstractPlan", "IntegratorPlan", "ReductionPlan", "LiftPlan"]
+__all__ = ["AbstractArguments", "AbstractSizing", "AsBuilt", "StateDimension", "DegreesOfFreedom",
+           "ForcingWhenOdd", "LatentStride", "AbstractPlan", "IntegratorPlan", "ReductionPlan",
+           "LiftPlan"]
 
 
 # ------------------------------------------------------------------------ arguments
