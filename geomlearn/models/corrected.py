@@ -327,17 +327,18 @@ class CorrectedIntegrator(AbstractPointModel):
         self.before = correction if self.placing.before else None
         self.after = correction if self.placing.after else None
 
+    def _with_static(self, name: str, value) -> CorrectedIntegrator:
+        new = copy.copy(self)
+        object.__setattr__(new, name, value)  # a static field: not a leaf for eqx.tree_at
+        return new
+
     def with_dt(self, dt: float | None) -> CorrectedIntegrator:
         """A copy with the time step `dt` (stored in its file; see `dt`)."""
-        new = copy.copy(self)
-        object.__setattr__(new, "dt", check_stored_dt(dt))  # a static field: not a leaf
-        return new
+        return self._with_static("dt", check_stored_dt(dt))
 
     def with_substeps(self, substeps: int) -> CorrectedIntegrator:
         """A copy taking `substeps` classical steps per model step (`≥ 1`)."""
-        new = copy.copy(self)
-        object.__setattr__(new, "substeps", check_int("substeps", substeps, minimum=1))
-        return new
+        return self._with_static("substeps", check_int("substeps", substeps, minimum=1))
 
     @property
     def correction(self) -> AbstractFeedForwardIntegrator:
